@@ -1,0 +1,131 @@
+# inferlab: the pipeline. `make help` lists the targets.
+#
+#   make deps     install the Debian packages the lab needs (apt-get; prints the command when not root)
+#   make          build bin/* (CUDA parts only when nvcc is found; CUDA=0 turns them off)
+#   make test     build and run the cmocka tests (SANITIZE=1: with ASan + UBSan)
+#   make report   models -> experiments -> out/<hw>/report.pdf  (PROFILE=quick|full)
+#   make clean    remove build outputs (out/ is kept; `make distclean` removes it too)
+
+PROFILE  ?= full
+SANITIZE ?= 0
+WERROR   ?= 1
+CUDA     ?= $(if $(shell command -v nvcc 2>/dev/null),1,0)
+
+CC       ?= gcc
+BUILD    ?= $(if $(filter 1,$(SANITIZE)),build-san,build)
+BIN      := $(if $(filter 1,$(SANITIZE)),$(BUILD)/bin,bin)
+
+DEB_PACKAGES := build-essential pkg-config libopenblas-dev libcairo2-dev libhpdf-dev \
+                libcmocka-dev bible-kjv fonts-dejavu-core poppler-utils
+
+INCLUDES := -Ikernels -Iexperiments/engine -Irender
+CFLAGS   := -std=c11 -D_GNU_SOURCE -O2 -march=native -fopenmp -Wall -Wextra -MMD -MP -g $(INCLUDES)
+ifeq ($(WERROR),1)
+CFLAGS   += -Werror
+endif
+ifeq ($(SANITIZE),1)
+CFLAGS   += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS  += -fsanitize=address,undefined
+endif
+LDFLAGS  += -fopenmp
+LDLIBS   := -lopenblas -lm
+RENDER_CFLAGS := $(shell pkg-config --cflags cairo 2>/dev/null)
+RENDER_LIBS   := $(shell pkg-config --libs cairo 2>/dev/null) -lhpdf
+
+# --- sources ---------------------------------------------------------------------------
+KERNEL_SRC := $(wildcard kernels/cpu/*.c)
+ENGINE_SRC := $(wildcard experiments/engine/*.c)
+RENDER_SRC := $(filter-out render/main.c,$(wildcard render/*.c))
+PROG_SRC   := $(wildcard experiments/*.c)
+TEST_SRC   := $(wildcard tests/test_*.c)
+CUDA_SRC   := $(if $(filter 1,$(CUDA)),$(wildcard kernels/cuda/*.cu))
+
+obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
+KERNEL_LIB := $(BUILD)/libkernels.a
+ENGINE_LIB := $(BUILD)/libengine.a
+RENDER_LIB := $(BUILD)/librender.a
+CUDA_LIB   := $(if $(CUDA_SRC),$(BUILD)/libkernels_cuda.a)
+
+ifneq ($(CUDA_SRC),)
+NVCC       ?= nvcc
+CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC)))
+NVCCFLAGS  := -O3 -std=c++17 -Ikernels -Iexperiments/engine \
+              -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+              -gencode arch=compute_90,code=compute_90 -Xcompiler -Wall,-Wextra
+CFLAGS     += -DINFERLAB_CUDA -I$(CUDA_HOME)/include
+LDLIBS     += -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
+endif
+
+PROGRAMS := $(patsubst experiments/%.c,$(BIN)/%,$(PROG_SRC)) $(if $(wildcard render/main.c),$(BIN)/render)
+TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+LIBS     := $(ENGINE_LIB) $(KERNEL_LIB) $(CUDA_LIB)
+
+.PHONY: all deps test report models clean distclean help
+.DEFAULT_GOAL := all
+
+all: $(PROGRAMS)
+
+help:
+	@sed -n '1,9p' Makefile | sed 's/^# \{0,1\}//'
+
+# --- dependencies ---------------------------------------------------------------------
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -z "$$missing" ]; then echo "deps: all packages present"; \
+	elif [ "$$(id -u)" != 0 ]; then \
+	    echo "deps: missing packages; run:"; \
+	    echo "  sudo apt-get update && sudo apt-get install -y" $$missing; exit 1; \
+	else \
+	    echo "deps: installing" $$missing; \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	fi
+
+# --- build ------------------------------------------------------------------------------
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(if $(filter render/% tests/test_render%,$<),$(RENDER_CFLAGS)) -c $< -o $@
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(KERNEL_LIB): $(call obj,$(KERNEL_SRC))
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+$(ENGINE_LIB): $(call obj,$(ENGINE_SRC))
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+$(RENDER_LIB): $(call obj,$(RENDER_SRC))
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+$(BUILD)/libkernels_cuda.a: $(patsubst %.cu,$(BUILD)/%.o,$(CUDA_SRC))
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(BIN)/render: $(BUILD)/render/main.o $(RENDER_LIB) $(ENGINE_LIB)
+	@mkdir -p $(BIN)
+	$(CC) $(LDFLAGS) $^ -o $@ $(RENDER_LIBS) $(LDLIBS)
+
+$(BIN)/%: $(BUILD)/experiments/%.o $(LIBS)
+	@mkdir -p $(BIN)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+# --- tests ------------------------------------------------------------------------------
+# Every tests/test_<module>.c is one cmocka binary; render tests also link the renderer.
+$(BUILD)/tests/test_render%: $(BUILD)/tests/test_render%.o $(RENDER_LIB) $(LIBS)
+	$(CC) $(LDFLAGS) $^ -o $@ $(RENDER_LIBS) $(LDLIBS) -lcmocka
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBS)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lcmocka
+
+test: $(TESTS) $(PROGRAMS)
+	@failed=""; for t in $(TESTS); do \
+	    echo "== $$t"; INFERLAB_ROOT=$(CURDIR) INFERLAB_BIN=$(CURDIR)/$(BIN) $$t || failed="$$failed $${t##*/}"; done; \
+	if [ -n "$$failed" ]; then echo "FAILED:$$failed"; exit 1; fi; echo "all test programs passed"
+
+clean:
+	rm -rf build build-san $(BIN)
+distclean: clean
+	rm -rf out
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,98 @@
+// common.c: checked-call helpers and atomic file output (see common.h).
+#include "common.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+int error_set(Error *err, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+void *malloc_check(size_t size, const char *file, int line) {
+    void *p = malloc(size ? size : 1);
+    if (!p) die("%s:%d: out of memory allocating %zu bytes", file, line, size);
+    return p;
+}
+
+void *calloc_check(size_t n, size_t size, const char *file, int line) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) die("%s:%d: out of memory allocating %zu x %zu bytes", file, line, n, size);
+    return p;
+}
+
+void *realloc_check(void *p, size_t size, const char *file, int line) {
+    void *q = realloc(p, size ? size : 1);
+    if (!q) die("%s:%d: out of memory reallocating %zu bytes", file, line, size);
+    return q;
+}
+
+FILE *fopen_check(const char *path, const char *mode, const char *file, int line) {
+    FILE *f = fopen(path, mode);
+    if (!f) die("%s:%d: cannot open '%s' (mode %s): %s", file, line, path, mode, strerror(errno));
+    return f;
+}
+
+void fwrite_check(const void *p, size_t size, size_t n, FILE *f, const char *file, int line) {
+    if (fwrite(p, size, n, f) != n) die("%s:%d: write failed: %s", file, line, strerror(errno));
+}
+
+void fclose_check(FILE *f, const char *file, int line) {
+    if (fclose(f) != 0) die("%s:%d: close failed: %s", file, line, strerror(errno));
+}
+
+static char *string_dup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = mallocCheck(n);
+    memcpy(d, s, n);
+    return d;
+}
+
+AtomicFile atomic_open(const char *path) {
+    AtomicFile af;
+    af.path = string_dup(path);
+    size_t n = strlen(path) + 32;
+    af.tmp_path = mallocCheck(n);
+    snprintf(af.tmp_path, n, "%s.tmp.%ld", path, (long)getpid());
+    af.f = fopenCheck(af.tmp_path, "wb");
+    return af;
+}
+
+void atomic_commit(AtomicFile *af) {
+    if (fflush(af->f) != 0 || ferror(af->f)) {
+        atomic_abort(af);
+        die("write to '%s' failed", af->path);
+    }
+    fcloseCheck(af->f);
+    if (rename(af->tmp_path, af->path) != 0)
+        die("cannot rename '%s' to '%s': %s", af->tmp_path, af->path, strerror(errno));
+    free(af->path);
+    free(af->tmp_path);
+    af->f = NULL;
+}
+
+void atomic_abort(AtomicFile *af) {
+    if (af->f) fclose(af->f);
+    remove(af->tmp_path);
+    free(af->path);
+    free(af->tmp_path);
+    af->f = NULL;
+}

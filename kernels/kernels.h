@@ -1,0 +1,49 @@
+// kernels.h: the compute primitives of inferlab, CPU backend (kernels/cpu/).
+// Kernels take plain pointers and shapes, never model types. Row-major throughout;
+// a weight matrix w of shape (d, n) maps an input row of n to an output row of d.
+// Every kernel here has a plain double-precision twin in kernels/reference.h that the
+// tests compare it against.
+#pragma once
+
+#include <stddef.h>
+
+// Set the threads used by OpenMP loops and by OpenBLAS (n <= 0: leave the default).
+void kernels_set_threads(int n);
+
+// out (T, d) = x (T, n) @ w (d, n)^T. sgemv when T == 1, sgemm otherwise.
+void matmul(float *out, const float *x, const float *w, int T, int n, int d);
+
+// out (T, C) = x / rms(x) * weight, per row; rms over C with eps inside the root.
+void rmsnorm(float *out, const float *x, const float *weight, int T, int C, float eps);
+
+// In-place softmax of each row of x (rows, n); numerically stable (max subtracted).
+void softmax_rows(float *x, int rows, int n);
+
+// Rotate adjacent pairs (x[2i], x[2i+1]) of every head of one token's vector
+// x (n_heads, head_dim) by angle pos * inv_freq[i], scaled by mscale (YaRN's
+// attention temperature; 1 otherwise). This is the GPT-J / llama2.c pairing.
+void rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *inv_freq, float mscale);
+
+// out (T, H) = silu(gate) * up, elementwise; gate and up are (T, H).
+void swiglu(float *out, const float *gate, const float *up, int T, int H);
+
+// Causal attention of n_q new queries against a KV cache, GQA-aware.
+// q (n_q, n_heads, head_dim): queries at positions pos0 .. pos0 + n_q - 1.
+// k, v (>= pos0 + n_q, n_kv_heads, head_dim): keys and values for positions 0 .. pos0 + n_q - 1.
+// out (n_q, n_heads, head_dim). Query head h reads KV head h / (n_heads / n_kv_heads).
+// A query at position p sees key j when j <= p and (window == 0 || p - j < window || j < n_sink).
+// scores = q.k * scale. Works one query row at a time with a (pos0 + n_q) score buffer.
+typedef struct {
+    int n_heads, n_kv_heads, head_dim;
+    int window;   // 0 = full causal attention
+    int n_sink;   // first n_sink positions stay visible outside the window
+    float scale;  // usually 1/sqrt(head_dim)
+} AttentionShape;
+
+void attention_kv(float *out, const float *q, const float *k, const float *v, int n_q, int pos0,
+                  const AttentionShape *shape);
+
+// Does a query at position p see the key at position j? Shared by every attention kernel.
+static inline int attention_visible(int p, int j, int window, int n_sink) {
+    return j <= p && (window == 0 || p - j < window || j < n_sink);
+}

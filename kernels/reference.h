@@ -1,0 +1,14 @@
+// reference.h: plain, single-threaded, double-accumulating versions of every kernel in
+// kernels.h. They are the ground truth the tests compare the fast kernels against; nothing
+// else should call them. Same signatures and shapes as their fast twins.
+#pragma once
+
+#include "kernels.h"
+
+void ref_matmul(float *out, const float *x, const float *w, int T, int n, int d);
+void ref_rmsnorm(float *out, const float *x, const float *weight, int T, int C, float eps);
+void ref_softmax_rows(float *x, int rows, int n);
+void ref_rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *inv_freq, float mscale);
+void ref_swiglu(float *out, const float *gate, const float *up, int T, int H);
+void ref_attention_kv(float *out, const float *q, const float *k, const float *v, int n_q, int pos0,
+                      const AttentionShape *shape);
