@@ -60,7 +60,11 @@ PROGRAMS := $(patsubst experiments/%.c,$(BIN)/%,$(PROG_SRC)) $(if $(wildcard ren
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 LIBS     := $(ENGINE_LIB) $(KERNEL_LIB) $(CUDA_LIB)
 
+# Libraries link as a group: kernels use the engine's checked-call helpers (common.c).
+LINK_GROUP = -Wl,--start-group $(filter %.a,$^) -Wl,--end-group
+
 .PHONY: all deps test report models clean distclean help
+.SECONDARY:
 .DEFAULT_GOAL := all
 
 all: $(PROGRAMS)
@@ -105,18 +109,18 @@ $(BUILD)/libkernels_cuda.a: $(patsubst %.cu,$(BUILD)/%.o,$(CUDA_SRC))
 
 $(BIN)/render: $(BUILD)/render/main.o $(RENDER_LIB) $(ENGINE_LIB)
 	@mkdir -p $(BIN)
-	$(CC) $(LDFLAGS) $^ -o $@ $(RENDER_LIBS) $(LDLIBS)
+	$(CC) $(LDFLAGS) $< $(LINK_GROUP) -o $@ $(RENDER_LIBS) $(LDLIBS)
 
 $(BIN)/%: $(BUILD)/experiments/%.o $(LIBS)
 	@mkdir -p $(BIN)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+	$(CC) $(LDFLAGS) $< $(LINK_GROUP) -o $@ $(LDLIBS)
 
 # --- tests ------------------------------------------------------------------------------
 # Every tests/test_<module>.c is one cmocka binary; render tests also link the renderer.
 $(BUILD)/tests/test_render%: $(BUILD)/tests/test_render%.o $(RENDER_LIB) $(LIBS)
-	$(CC) $(LDFLAGS) $^ -o $@ $(RENDER_LIBS) $(LDLIBS) -lcmocka
+	$(CC) $(LDFLAGS) $< $(LINK_GROUP) -o $@ $(RENDER_LIBS) $(LDLIBS) -lcmocka
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBS)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS) -lcmocka
+	$(CC) $(LDFLAGS) $< $(LINK_GROUP) -o $@ $(LDLIBS) -lcmocka
 
 test: $(TESTS) $(PROGRAMS)
 	@failed=""; for t in $(TESTS); do \

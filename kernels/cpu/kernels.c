@@ -1,0 +1,73 @@
+// kernels.c: CPU kernels for the transformer's pointwise and matrix ops (see kernels.h).
+// Matmuls go through OpenBLAS; the rest are plain loops that gcc vectorises, split
+// across threads with OpenMP where a call carries enough rows to pay for it.
+#include "kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+
+void kernels_set_threads(int n) {
+    if (n <= 0) return;
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
+
+void matmul(float *out, const float *x, const float *w, int T, int n, int d) {
+    if (T == 1) {
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, d, n, 1.0f, w, n, x, 1, 0.0f, out, 1);
+    } else {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, d, n, 1.0f, x, n, w, n, 0.0f, out, d);
+    }
+}
+
+void rmsnorm(float *out, const float *x, const float *weight, int T, int C, float eps) {
+    #pragma omp parallel for if (T > 16)
+    for (int t = 0; t < T; t++) {
+        const float *xt = x + (size_t)t * C;
+        float *ot = out + (size_t)t * C;
+        float ss = 0.0f;
+        for (int i = 0; i < C; i++) ss += xt[i] * xt[i];
+        float inv = 1.0f / sqrtf(ss / C + eps);
+        for (int i = 0; i < C; i++) ot[i] = xt[i] * inv * weight[i];
+    }
+}
+
+static void softmax_row(float *x, int n) {
+    float max = x[0];
+    for (int i = 1; i < n; i++) max = x[i] > max ? x[i] : max;
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
+    }
+    float inv = 1.0f / sum;
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+void softmax_rows(float *x, int rows, int n) {
+    #pragma omp parallel for if (rows > 16)
+    for (int r = 0; r < rows; r++) softmax_row(x + (size_t)r * n, n);
+}
+
+void rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *inv_freq, float mscale) {
+    for (int i = 0; i < head_dim / 2; i++) {
+        float angle = pos * inv_freq[i];
+        float c = cosf(angle) * mscale, s = sinf(angle) * mscale;
+        for (int h = 0; h < n_heads; h++) {
+            float *pair = x + h * head_dim + 2 * i;
+            float a = pair[0], b = pair[1];
+            pair[0] = a * c - b * s;
+            pair[1] = a * s + b * c;
+        }
+    }
+}
+
+void swiglu(float *out, const float *gate, const float *up, int T, int H) {
+    size_t n = (size_t)T * H;
+    #pragma omp parallel for if (n > 65536)
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}

@@ -1,0 +1,85 @@
+// reference.c: the plain double-precision versions of the kernels in kernels.h, the
+// ground truth for tests (see reference.h). Written for clarity, not speed.
+#include "reference.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "common.h"
+
+void ref_matmul(float *out, const float *x, const float *w, int T, int n, int d) {
+    for (int t = 0; t < T; t++)
+        for (int o = 0; o < d; o++) {
+            double acc = 0.0;
+            for (int i = 0; i < n; i++) acc += (double)x[(size_t)t * n + i] * w[(size_t)o * n + i];
+            out[(size_t)t * d + o] = (float)acc;
+        }
+}
+
+void ref_rmsnorm(float *out, const float *x, const float *weight, int T, int C, float eps) {
+    for (int t = 0; t < T; t++) {
+        double ss = 0.0;
+        for (int i = 0; i < C; i++) ss += (double)x[t * C + i] * x[t * C + i];
+        double inv = 1.0 / sqrt(ss / C + eps);
+        for (int i = 0; i < C; i++) out[t * C + i] = (float)(x[t * C + i] * inv * weight[i]);
+    }
+}
+
+void ref_softmax_rows(float *x, int rows, int n) {
+    for (int r = 0; r < rows; r++) {
+        float *row = x + (size_t)r * n;
+        double max = row[0], sum = 0.0;
+        for (int i = 1; i < n; i++) max = fmax(max, row[i]);
+        for (int i = 0; i < n; i++) sum += exp(row[i] - max);
+        for (int i = 0; i < n; i++) row[i] = (float)(exp(row[i] - max) / sum);
+    }
+}
+
+void ref_rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *inv_freq, float mscale) {
+    for (int h = 0; h < n_heads; h++)
+        for (int i = 0; i < head_dim / 2; i++) {
+            double angle = (double)pos * inv_freq[i];
+            double a = x[h * head_dim + 2 * i], b = x[h * head_dim + 2 * i + 1];
+            x[h * head_dim + 2 * i] = (float)(mscale * (a * cos(angle) - b * sin(angle)));
+            x[h * head_dim + 2 * i + 1] = (float)(mscale * (a * sin(angle) + b * cos(angle)));
+        }
+}
+
+void ref_swiglu(float *out, const float *gate, const float *up, int T, int H) {
+    for (size_t i = 0; i < (size_t)T * H; i++) {
+        double g = gate[i];
+        out[i] = (float)(g / (1.0 + exp(-g)) * up[i]);
+    }
+}
+
+void ref_attention_kv(float *out, const float *q, const float *k, const float *v, int n_q, int pos0,
+                      const AttentionShape *s) {
+    int hd = s->head_dim, group = s->n_heads / s->n_kv_heads;
+    int q_stride = s->n_heads * hd, kv_stride = s->n_kv_heads * hd;
+    double *w = mallocCheck((size_t)(pos0 + n_q) * sizeof(double));
+    for (int t = 0; t < n_q; t++) {
+        int p = pos0 + t;
+        for (int h = 0; h < s->n_heads; h++) {
+            const float *qh = q + (size_t)t * q_stride + h * hd;
+            int kvh = h / group;
+            double max = -INFINITY, sum = 0.0;
+            for (int j = 0; j <= p; j++) {
+                if (!attention_visible(p, j, s->window, s->n_sink)) continue;
+                double dot = 0.0;
+                for (int i = 0; i < hd; i++) dot += (double)qh[i] * k[(size_t)j * kv_stride + kvh * hd + i];
+                w[j] = dot * s->scale;
+                max = fmax(max, w[j]);
+            }
+            for (int j = 0; j <= p; j++)
+                if (attention_visible(p, j, s->window, s->n_sink)) sum += exp(w[j] - max);
+            for (int i = 0; i < hd; i++) {
+                double acc = 0.0;
+                for (int j = 0; j <= p; j++)
+                    if (attention_visible(p, j, s->window, s->n_sink))
+                        acc += exp(w[j] - max) / sum * v[(size_t)j * kv_stride + kvh * hd + i];
+                out[(size_t)t * q_stride + h * hd + i] = (float)acc;
+            }
+        }
+    }
+    free(w);
+}

@@ -1,0 +1,125 @@
+// test_kernels.c: every CPU kernel in kernels.h against its double-precision reference
+// (kernels/reference.h) on random inputs. Tolerance: |fast - ref| <= atol + rtol * |ref|
+// elementwise, with rtol = 1e-4 and atol 1e-5 (1e-4 for long dot products).
+// Run: make build/tests/test_kernels && ./build/tests/test_kernels
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "common.h"
+#include "kernels.h"
+#include "reference.h"
+#include "test_util.h"
+
+static float *random_buffer(size_t n, uint64_t *rng) {
+    float *x = mallocCheck(n * sizeof(float));
+    fill_normal(x, n, 1.0f, rng);
+    return x;
+}
+
+static void check_matmul(int T, int n, int d) {
+    uint64_t rng = rng_seed(T * 1000 + n + d);
+    float *x = random_buffer((size_t)T * n, &rng), *w = random_buffer((size_t)d * n, &rng);
+    float *got = mallocCheck((size_t)T * d * sizeof(float)), *want = mallocCheck((size_t)T * d * sizeof(float));
+    matmul(got, x, w, T, n, d);
+    ref_matmul(want, x, w, T, n, d);
+    assert_close(got, want, (size_t)T * d, 1e-4, 1e-4);
+    free(x); free(w); free(got); free(want);
+}
+
+static void test_matmul(void **state) {
+    (void)state;
+    check_matmul(1, 288, 768);  // sgemv path
+    check_matmul(7, 33, 65);    // odd sizes, sgemm path
+    check_matmul(64, 288, 288);
+}
+
+static void test_rmsnorm(void **state) {
+    (void)state;
+    uint64_t rng = rng_seed(1);
+    int T = 37, C = 130;
+    float *x = random_buffer((size_t)T * C, &rng), *wt = random_buffer(C, &rng);
+    float got[37 * 130], want[37 * 130];
+    rmsnorm(got, x, wt, T, C, 1e-5f);
+    ref_rmsnorm(want, x, wt, T, C, 1e-5f);
+    assert_close(got, want, (size_t)T * C, 1e-4, 1e-5);
+    rmsnorm(x, x, wt, T, C, 1e-5f); // in place is allowed
+    assert_close(x, want, (size_t)T * C, 1e-4, 1e-5);
+    free(x); free(wt);
+}
+
+static void test_softmax(void **state) {
+    (void)state;
+    uint64_t rng = rng_seed(2);
+    int rows = 40, n = 301;
+    float *x = random_buffer((size_t)rows * n, &rng);
+    for (int i = 0; i < rows * n; i++) x[i] *= 30.0f; // large logits: exercises max subtraction
+    float *y = mallocCheck((size_t)rows * n * sizeof(float));
+    memcpy(y, x, (size_t)rows * n * sizeof(float));
+    softmax_rows(x, rows, n);
+    ref_softmax_rows(y, rows, n);
+    assert_close(x, y, (size_t)rows * n, 1e-4, 1e-6);
+    free(x); free(y);
+}
+
+static void test_rope(void **state) {
+    (void)state;
+    uint64_t rng = rng_seed(3);
+    int H = 6, hd = 48;
+    float inv_freq[24];
+    for (int i = 0; i < hd / 2; i++) inv_freq[i] = powf(10000.0f, -2.0f * i / hd);
+    for (int pos = 0; pos < 2000; pos += 333) {
+        float *x = random_buffer((size_t)H * hd, &rng), y[6 * 48];
+        memcpy(y, x, sizeof y);
+        rope_rotate(x, H, hd, pos, inv_freq, 1.3f);
+        ref_rope_rotate(y, H, hd, pos, inv_freq, 1.3f);
+        // angles up to 2000 rad: float argument rounding bounds the agreement
+        assert_close(x, y, (size_t)H * hd, 1e-4, 2e-4);
+        free(x);
+    }
+}
+
+static void test_swiglu(void **state) {
+    (void)state;
+    uint64_t rng = rng_seed(4);
+    int T = 9, H = 1000;
+    float *g = random_buffer((size_t)T * H, &rng), *u = random_buffer((size_t)T * H, &rng);
+    float *got = mallocCheck((size_t)T * H * sizeof(float)), *want = mallocCheck((size_t)T * H * sizeof(float));
+    swiglu(got, g, u, T, H);
+    ref_swiglu(want, g, u, T, H);
+    assert_close(got, want, (size_t)T * H, 1e-4, 1e-6);
+    free(g); free(u); free(got); free(want);
+}
+
+static void check_attention(int n_heads, int n_kv, int n_q, int pos0, int window, int n_sink) {
+    uint64_t rng = rng_seed(n_heads * 100 + n_kv * 10 + pos0 + window);
+    int hd = 16, n_keys = pos0 + n_q;
+    AttentionShape s = {n_heads, n_kv, hd, window, n_sink, 0.25f};
+    float *q = random_buffer((size_t)n_q * n_heads * hd, &rng);
+    float *k = random_buffer((size_t)n_keys * n_kv * hd, &rng), *v = random_buffer((size_t)n_keys * n_kv * hd, &rng);
+    size_t n_out = (size_t)n_q * n_heads * hd;
+    float *got = mallocCheck(n_out * sizeof(float)), *want = mallocCheck(n_out * sizeof(float));
+    attention_kv(got, q, k, v, n_q, pos0, &s);
+    ref_attention_kv(want, q, k, v, n_q, pos0, &s);
+    assert_close(got, want, n_out, 1e-4, 1e-5);
+    free(q); free(k); free(v); free(got); free(want);
+}
+
+static void test_attention_kv(void **state) {
+    (void)state;
+    check_attention(4, 4, 17, 0, 0, 0);  // MHA prefill
+    check_attention(4, 2, 5, 30, 0, 0);  // GQA, continuing a sequence
+    check_attention(4, 1, 1, 63, 0, 0);  // MQA decode step
+    check_attention(6, 3, 40, 10, 8, 0); // sliding window
+    check_attention(6, 2, 40, 10, 8, 3); // window with sinks
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matmul),  cmocka_unit_test(test_rmsnorm), cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_rope),    cmocka_unit_test(test_swiglu),  cmocka_unit_test(test_attention_kv),
+    };
+    return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
+}
