@@ -297,6 +297,20 @@ static void test_config_validate(void **state) {
     assert_false(config_validate(&c, why, sizeof why));
 }
 
+static void test_forward_flops(void **state) {
+    (void)state;
+    Config c = small_config(4, 2, 0, 0); // C 48, H 96, q 48, kv 24, L 2, V 67
+    double matmul = 2.0 * 2 * (48 * 48 + 2 * 48 * 24 + 48 * 48 + 3 * 48 * 96);
+    // prefill of 3 tokens: keys 1 + 2 + 3 = 6, head on the last row
+    double want = 3 * matmul + 4.0 * 2 * 48 * 6 + 2.0 * 48 * 67;
+    assert_true(fabs(model_forward_flops(&c, 3, 0, 1) - want) < 1e-6);
+    // decode at position 10 with a window of 4 and 2 sinks: 4 + 2 keys visible
+    c.window = 4;
+    c.n_sink = 2;
+    want = matmul + 4.0 * 2 * 48 * 6 + 2.0 * 48 * 67;
+    assert_true(fabs(model_forward_flops(&c, 1, 10, 1) - want) < 1e-6);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_forward_matches_reference),
@@ -307,6 +321,7 @@ int main(void) {
         cmocka_unit_test(test_rope_scalings),
         cmocka_unit_test(test_kv_cache_bytes),
         cmocka_unit_test(test_config_validate),
+        cmocka_unit_test(test_forward_flops),
     };
     return cmocka_run_group_tests_name("model", tests, NULL, NULL);
 }

@@ -93,6 +93,23 @@ void model_free(Model *m) {
     m->params = NULL;
 }
 
+// Keys visible to a query at position p (see attention_visible).
+static double visible_keys(const Config *c, int p) {
+    if (c->window == 0 || p < c->window) return p + 1;
+    int sinks_outside = c->n_sink < p + 1 - c->window ? c->n_sink : p + 1 - c->window;
+    return c->window + sinks_outside;
+}
+
+double model_forward_flops(const Config *c, int n_new, int n_past, int head_rows) {
+    double C = c->dim, H = c->hidden_dim, q = (double)c->n_heads * c->head_dim;
+    double kv = (double)c->n_kv_heads * c->head_dim;
+    double per_token = 2.0 * c->n_layers * (C * q + 2 * C * kv + q * C + 3 * C * H);
+    double keys = 0.0;
+    for (int p = n_past; p < n_past + n_new; p++) keys += visible_keys(c, p);
+    double attention = 2.0 * 2.0 * c->n_layers * q * keys; // Q.K^T and P.V
+    return per_token * n_new + attention + 2.0 * C * c->vocab_size * head_rows;
+}
+
 void runstate_alloc(RunState *s, const Config *c, int max_rows) {
     size_t R = max_rows, C = c->dim, H = c->hidden_dim;
     size_t q = (size_t)c->n_heads * c->head_dim, kv = (size_t)c->n_kv_heads * c->head_dim;

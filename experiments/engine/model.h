@@ -72,6 +72,13 @@ void model_alloc(Model *m, const Config *c);
 void model_init_random(Model *m, uint64_t seed, float std);
 void model_free(Model *m);
 
+// Floating-point operations of a forward pass over n_new tokens that attend to n_past
+// cached positions before them (multiply-add = 2 FLOPs): the matmuls of every layer and
+// the head, plus Q.K^T and P.V over the visible keys (window and sinks respected).
+// Prefill of T tokens: (T, 0); one decode step at position p: (1, p); recomputing
+// everything for position p: (p + 1, 0) with only the last row's head, see head_rows.
+double model_forward_flops(const Config *c, int n_new, int n_past, int head_rows);
+
 // Scratch buffers for a forward pass over up to max_rows tokens at once.
 typedef struct {
     int max_rows;
