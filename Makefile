@@ -127,6 +127,51 @@ test: $(TESTS) $(PROGRAMS)
 	    echo "== $$t"; INFERLAB_ROOT=$(CURDIR) INFERLAB_BIN=$(CURDIR)/$(BIN) $$t || failed="$$failed $${t##*/}"; done; \
 	if [ -n "$$failed" ]; then echo "FAILED:$$failed"; exit 1; fi; echo "all test programs passed"
 
+# --- the lab: models -> experiments -> report -------------------------------------------
+# OUT is out/<hw slug> unless given; it is computed after the build, so `report` re-enters
+# make. Each CSV depends on its program, its model and the profile, so only stale steps run.
+MODELS_DIR := out/models/$(PROFILE)
+TARGET     := $(MODELS_DIR)/target.gguf
+RUN        = $(BIN)/$(1) --profile $(PROFILE) --out $(OUT)
+REPORT_CSVS = $(OUT)/kv_cache_runs.csv $(OUT)/sampling_temperature.csv \
+              $(OUT)/attention_kernels.csv $(OUT)/hardware_budget.csv
+
+report: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory report-run OUT="$${OUT:-out/$$($(BIN)/hwinfo --slug)}"
+
+models:
+	@$(MAKE) --no-print-directory $(BIN)/train
+	$(BIN)/train --profile $(PROFILE) --out $(MODELS_DIR)
+
+ifneq ($(OUT),)
+.PHONY: report-run FORCE
+report-run: $(OUT)/report.pdf
+	@echo "report: $(OUT)/report.pdf"
+
+# bin/train retrains only models whose key (config, corpus, code version) changed, and leaves
+# up-to-date files untouched, so experiments re-run only when their model really changed.
+$(MODELS_DIR)/%.gguf: $(BIN)/train FORCE
+	$(BIN)/train --profile $(PROFILE) --out $(MODELS_DIR) --model $*
+
+# Rewritten only when the profile differs from the last run's, so switching re-runs all.
+$(OUT)/profile.stamp: FORCE
+	@mkdir -p $(OUT)
+	@echo $(PROFILE) | cmp -s - $@ || echo $(PROFILE) > $@
+
+$(OUT)/kv_cache_runs.csv: $(BIN)/kv_cache $(TARGET) $(OUT)/profile.stamp
+	$(call RUN,kv_cache) --model $(TARGET)
+$(OUT)/sampling_temperature.csv: $(BIN)/sampling $(TARGET) $(OUT)/profile.stamp
+	$(call RUN,sampling) --model $(TARGET)
+$(OUT)/attention_kernels.csv: $(BIN)/attention_kernels $(OUT)/profile.stamp
+	$(call RUN,attention_kernels)
+$(OUT)/hardware_budget.csv: $(BIN)/hardware_budget $(TARGET) templates/hardware.csv templates/model_presets.csv $(OUT)/profile.stamp
+	$(call RUN,hardware_budget) --model $(TARGET)
+
+$(OUT)/report.pdf: $(REPORT_CSVS) $(BIN)/render $(wildcard templates/*.tmpl templates/*/*.tmpl)
+	$(BIN)/render --out $@ $(OUT)
+endif
+
 clean:
 	rm -rf build build-san $(BIN)
 distclean: clean

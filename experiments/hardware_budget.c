@@ -1,0 +1,548 @@
+// hardware_budget.c: bin/hardware_budget, project 16: the hardware budget table and roofline.
+//
+//   bin/hardware_budget [--quick] [--out DIR] [--threads N] [--model FILE] [--context N]
+//                       [--hardware CSV] [--presets CSV] [--roofline-model NAME]
+//
+// First it measures this machine: memory bandwidth with STREAM copy and triad on one thread
+// and on all, the sgemm peak, and the model bandwidth utilisation (MBU) of our own decode
+// at batch 1, also on one thread and on all: (weight bytes + KV bytes read per token) / time
+// per token / bandwidth, where the bandwidth is the STREAM triad on as many threads (best
+// pass, STREAM's convention).
+// Then it computes the budget (experiments/engine/budget.h) of every model preset x weight
+// dtype (bf16, int8, int4) x hardware (the datasheets, and this machine as measured), and
+// the roofline points of every hardware: prefill of 1K tokens, decode steps, the decode MLP
+// at batch 1, 8 and 64, and decode attention.
+//
+// The model whose MBU is measured: --model FILE (GGUF or llama2.c); else the zoo's target,
+// out/models/target.gguf, when it exists; else a random, untrained model of a fixed shape
+// (fallback_config below), named "random-untrained" in every row it appears in. A decode
+// step costs the same whatever the weights hold, so its MBU is that shape's.
+//
+// Writes under --out: hardware_measured.csv, hardware.csv (the datasheet table with this
+// machine's measured row added), hardware_budget.csv, roofline.csv; merges meta.csv.
+#include <getopt.h>
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "budget.h"
+#include "checkpoint.h"
+#include "cli.h"
+#include "csv.h"
+#include "hw.h"
+#include "kernels.h"
+#include "meta.h"
+#include "model.h"
+#include "peak.h"
+#include "rng.h"
+
+#define DEFAULT_MODEL "out/models/target.gguf"
+#define DEFAULT_HARDWARE "templates/hardware.csv"
+#define DEFAULT_PRESETS "templates/model_presets.csv"
+#define DEFAULT_ROOFLINE_MODEL "Llama-2-13B"
+
+// The lecture's worked example has batch 64 and a 1K-token prefill; the default context puts
+// Llama-2 13B's batch-64 bf16 KV at its "about 32 GB" (64 x 610 x 819,200 B = 32.0 GB).
+enum { LARGE_BATCH = 64, PREFILL_TOKENS = 1024, DEFAULT_CONTEXT = 610, MAX_CONTEXTS = 4 };
+
+static const Dtype BUDGET_DTYPES[] = {DTYPE_BF16, DTYPE_INT8, DTYPE_INT4};
+static const int MLP_BATCHES[] = {1, 8, LARGE_BATCH};
+
+typedef struct {
+    size_t stream_min_bytes; // each STREAM array at least this and 4x the LLC
+    int stream_reps;
+    int sgemm_n, sgemm_min_reps, sgemm_max_reps;
+    double sgemm_budget_s;
+    int contexts[MAX_CONTEXTS]; // decode contexts of the MBU measurement (capped at seq_len)
+    int n_contexts;
+    int decode_warmup, decode_min_reps, decode_max_reps;
+    double decode_budget_s;     // timed seconds per context, beyond decode_min_reps
+} Settings;
+
+static Settings settings_for(const char *profile) {
+    if (strcmp(profile, "quick") == 0)
+        return (Settings){.stream_min_bytes = 32u << 20, .stream_reps = 4, .sgemm_n = 512, .sgemm_min_reps = 3,
+                          .sgemm_max_reps = 5, .sgemm_budget_s = 0.1, .contexts = {64, 256}, .n_contexts = 2,
+                          .decode_warmup = 2, .decode_min_reps = 3, .decode_max_reps = 10, .decode_budget_s = 0.2};
+    return (Settings){.stream_min_bytes = 64u << 20, .stream_reps = 20, .sgemm_n = 2048, .sgemm_min_reps = 3,
+                      .sgemm_max_reps = 20, .sgemm_budget_s = 2.0, .contexts = {64, 256, 1024}, .n_contexts = 3,
+                      .decode_warmup = 3, .decode_min_reps = 5, .decode_max_reps = 50, .decode_budget_s = 1.5};
+}
+
+static void usage(void) {
+    printf("Usage: hardware_budget [options]\n"
+           "Measure this machine (STREAM bandwidth, sgemm peak, MBU of our decode) and compute the\n"
+           "hardware budget and roofline of model presets x dtypes x hardware.\n\n"
+           "  --model FILE        model whose decode MBU is measured (default " DEFAULT_MODEL
+           " when it\n"
+           "                      exists, else a random untrained model, named so in the CSVs)\n"
+           "  --context N         tokens each sequence attends to in the budget's decode (default %d)\n"
+           "  --hardware CSV      datasheet table (default " DEFAULT_HARDWARE ")\n"
+           "  --presets CSV       model shapes (default " DEFAULT_PRESETS ")\n"
+           "  --roofline-model M  preset drawn on every roofline (default " DEFAULT_ROOFLINE_MODEL ")\n" CLI_COMMON_HELP
+           "\nWrites hardware_measured.csv, hardware.csv, hardware_budget.csv and roofline.csv under\n"
+           "--out, and merges meta.csv.\n",
+           DEFAULT_CONTEXT);
+}
+
+// --- the lab's own model ------------------------------------------------------------------
+
+typedef struct {
+    Model m;
+    ModelShape shape;
+    char path[512];     // the checkpoint, or "" for the random fallback
+    char checksum[17];  // FNV-1a of the checkpoint file
+} LabModel;
+
+// The fallback when no trained target exists: Llama-style, near the full profile's target,
+// with fp32 weights (about 120 MB) several times any last-level cache, so decode reads DRAM.
+static Config fallback_config(void) {
+    Config c = config_default();
+    c.dim = 512;
+    c.hidden_dim = 1408;
+    c.n_layers = 8;
+    c.n_heads = 8;
+    c.n_kv_heads = 8;
+    c.head_dim = 64;
+    c.vocab_size = 4096;
+    c.seq_len = 1024;
+    return c;
+}
+
+static void lab_model_open(LabModel *lab, const char *path) {
+    memset(lab, 0, sizeof *lab);
+    Error err;
+    if (!path && access(DEFAULT_MODEL, R_OK) == 0) path = DEFAULT_MODEL;
+    if (path) {
+        if (checkpoint_load(path, NULL, &lab->m, NULL, &err)) die("%s", err.msg);
+        if (meta_file_checksum(path, lab->checksum, &err)) die("%s", err.msg);
+        snprintf(lab->path, sizeof lab->path, "%s", path);
+        const char *base = strrchr(path, '/');
+        char name[64];
+        snprintf(name, sizeof name, "lab: %s", base ? base + 1 : path);
+        lab->shape = budget_shape_from_config(&lab->m.config, name, path);
+        return;
+    }
+    Config c = fallback_config();
+    model_alloc(&lab->m, &c);
+    model_init_random(&lab->m, 1, 0.02f);
+    char source[160];
+    snprintf(source, sizeof source, "no trained model (%s missing): random weights, dim %d, %d layers, %d heads, "
+             "hidden %d, vocab %d", DEFAULT_MODEL, c.dim, c.n_layers, c.n_heads, c.hidden_dim, c.vocab_size);
+    lab->shape = budget_shape_from_config(&c, "random-untrained", source);
+    fprintf(stderr, "hardware_budget: %s not found and no --model: MBU is for a random untrained model\n",
+            DEFAULT_MODEL);
+}
+
+// --- measuring this machine ---------------------------------------------------------------
+
+typedef struct {
+    int threads, context;
+    BenchStats time;     // per decode step, ms
+    double bytes, flops; // read and computed per step (budget formulas, fp32)
+    double bandwidth_bytes_s; // the STREAM triad on as many threads: MBU's denominator
+} DecodePoint;
+
+typedef struct {
+    StreamResult stream[4]; // copy, triad on 1 thread; copy, triad on all (when more than 1)
+    int n_stream;
+    SgemmPeak sgemm;
+    size_t llc_bytes;       // the largest CPU cache
+    DecodePoint decode[2 * MAX_CONTEXTS]; // every context on 1 thread, then on all
+    int n_decode;
+    HardwareSpec spec;      // this machine as the budget sees it
+} Measured;
+
+static const Precision FP32 = {DTYPE_FP32, DTYPE_FP32};
+
+static const StreamResult *find_triad(const Measured *me, int threads) {
+    for (int i = 0; i < me->n_stream; i++)
+        if (me->stream[i].kernel == STREAM_TRIAD && me->stream[i].threads == threads) return &me->stream[i];
+    die("no STREAM triad on %d threads was measured", threads);
+}
+
+// Copy and triad on one thread, then on all of them (when that is more than one).
+static void measure_stream(Measured *me, const Settings *st, int threads) {
+    me->llc_bytes = peak_llc_bytes();
+    size_t n = stream_array_len(me->llc_bytes, st->stream_min_bytes);
+    int thread_counts[] = {1, threads};
+    for (int i = 0; i < (threads > 1 ? 2 : 1); i++)
+        for (int k = STREAM_COPY; k <= STREAM_TRIAD; k++) {
+            int t = thread_counts[i];
+            cli_progress("hardware_budget: STREAM %s, %d thread(s)", stream_kernel_name((StreamKernel)k), t);
+            me->stream[me->n_stream++] = stream_measure((StreamKernel)k, n, t, st->stream_reps);
+        }
+}
+
+typedef struct {
+    Model *m;
+    RunState *s;
+    KVCache *cache;
+    int context;
+    float *logits;
+} DecodeCall;
+
+// One decode step that attends to `context` tokens: context - 1 cached ones and itself. The
+// cache is rewound each time, so every step sees the same context.
+static void run_decode(void *ctx) {
+    DecodeCall *d = ctx;
+    d->cache->len = d->context - 1;
+    int token = 1;
+    KVCache *caches[1] = {d->cache};
+    model_decode(d->m, d->s, caches, &token, 1, d->logits);
+}
+
+// Decode at batch 1 for every context (those within the model's seq_len), on one thread and
+// then on all of them: the pair shows what the threads buy.
+static void measure_decode(Measured *me, LabModel *lab, const Settings *st, int threads) {
+    const Config *c = &lab->m.config;
+    int contexts[MAX_CONTEXTS], n_contexts = 0;
+    for (int i = 0; i < st->n_contexts; i++)
+        if (st->contexts[i] <= c->seq_len) contexts[n_contexts++] = st->contexts[i];
+    if (n_contexts == 0) contexts[n_contexts++] = c->seq_len;
+    int max_context = contexts[n_contexts - 1];
+    // The cache's contents do not change the cost of a step: fill it with random values once.
+    KVCache cache;
+    kv_cache_alloc(&cache, c->n_layers, c->n_kv_heads, c->head_dim, max_context);
+    uint64_t rng = rng_seed(2);
+    size_t n = kv_cache_bytes(&cache) / (2 * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        cache.key[i] = rng_normal(&rng);
+        cache.value[i] = rng_normal(&rng);
+    }
+    RunState s;
+    runstate_alloc(&s, c, 1);
+    float *logits = mallocCheck((size_t)c->vocab_size * sizeof(float));
+    int thread_counts[] = {1, threads};
+    for (int t = 0; t < (threads > 1 ? 2 : 1); t++) {
+        kernels_set_threads(thread_counts[t]);
+        for (int i = 0; i < n_contexts; i++) {
+            DecodePoint *p = &me->decode[me->n_decode++];
+            p->threads = thread_counts[t];
+            p->context = contexts[i];
+            cli_progress("hardware_budget: decode at context %d, %d thread(s)", p->context, p->threads);
+            DecodeCall call = {&lab->m, &s, &cache, p->context, logits};
+            p->time = bench_run_budget(run_decode, &call, st->decode_warmup, st->decode_min_reps, st->decode_max_reps,
+                                       st->decode_budget_s);
+            p->bytes = budget_decode_bytes(&lab->shape, FP32, 1, p->context);
+            p->flops = budget_decode_flops(&lab->shape, 1, p->context);
+            p->bandwidth_bytes_s = find_triad(me, p->threads)->gb_s_best * 1e9;
+        }
+    }
+    kernels_set_threads(threads);
+    free(logits);
+    runstate_free(&s);
+    kv_cache_free(&cache);
+}
+
+// This machine as a HardwareSpec: all-thread triad (best pass) and the sgemm peak (best call),
+// which also stands for bf16 math: no faster bf16 matmul is measured on the CPU.
+static void describe_machine(Measured *me, const HwInfo *hw, int threads) {
+    const StreamResult *triad = find_triad(me, threads);
+    HardwareSpec *h = &me->spec;
+    memset(h, 0, sizeof *h);
+    char slug[96];
+    hw_slug(slug, sizeof slug, hw->cpu_model, hw->n_cpus, "");
+    snprintf(h->name, sizeof h->name, "%.52s measured", slug);
+    snprintf(h->kind, sizeof h->kind, "cpu");
+    h->memory_bytes = (double)hw->mem_bytes;
+    h->bandwidth_bytes_s = triad->gb_s_best * 1e9;
+    h->fp32_flop_s = h->bf16_flop_s = me->sgemm.gflop_s_best * 1e9;
+    snprintf(h->source, sizeof h->source,
+             "measured by bin/hardware_budget on %s: memory = physical RAM; bandwidth = STREAM triad, %d threads, "
+             "best of %d passes over %zu-byte arrays; FLOP/s = cblas_sgemm n = %d, best of %d (fp32; also used for "
+             "bf16)",
+             hw->cpu_model, threads, triad->time.reps, triad->n * sizeof(double), me->sgemm.n, me->sgemm.time.reps);
+}
+
+// --- writing the tables ---------------------------------------------------------------------
+
+static void path_in(char *buf, size_t size, const char *dir, const char *name) {
+    if (snprintf(buf, size, "%s/%s", dir, name) >= (int)size) die("output path too long: %s/%s", dir, name);
+}
+
+static double mbu(const DecodePoint *p, double ms) { return p->bytes / (ms * 1e-3) / p->bandwidth_bytes_s; }
+
+static void write_measured(const char *dir, const Measured *me, const LabModel *lab) {
+    char path[1024], model[160];
+    path_in(path, sizeof path, dir, "hardware_measured.csv");
+    csv_quote(model, sizeof model, lab->shape.name);
+    CsvWriter w = csv_open(path, "measurement,threads,size,size_unit,reps,median,p10,p90,best,unit,model,notes");
+    for (int i = 0; i < me->n_stream; i++) {
+        const StreamResult *r = &me->stream[i];
+        csv_row(&w, "stream_%s,%d,%zu,bytes_per_array,%d,%.6g,%.6g,%.6g,%.6g,GB/s,,arrays of 4x the %zu-byte LLC "
+                    "or more",
+                stream_kernel_name(r->kernel), r->threads, r->n * sizeof(double), r->time.reps, r->gb_s_median,
+                r->gb_s_p10, r->gb_s_p90, r->gb_s_best, me->llc_bytes);
+    }
+    const SgemmPeak *g = &me->sgemm;
+    double gflop = 2.0 * g->n * (double)g->n * g->n * 1e-9;
+    csv_row(&w, "sgemm,%d,%d,n,%d,%.6g,%.6g,%.6g,%.6g,GFLOP/s,,", omp_get_max_threads(), g->n, g->time.reps,
+            g->gflop_s_median, gflop / (g->time.p90_ms * 1e-3), gflop / (g->time.p10_ms * 1e-3), g->gflop_s_best);
+    for (int i = 0; i < me->n_decode; i++) {
+        const DecodePoint *p = &me->decode[i];
+        const BenchStats *t = &p->time;
+        int th = p->threads;
+        // A working set that fits in the LLC is read from cache: MBU against DRAM may pass 1.
+        const char *note =
+            p->bytes < (double)me->llc_bytes ? "bytes per token fit in the LLC: read from cache and not DRAM" : "";
+        csv_row(&w, "decode_time,%d,%d,context_len,%d,%.6g,%.6g,%.6g,%.6g,ms/token,%s,", th, p->context, t->reps,
+                t->median_ms, t->p10_ms, t->p90_ms, t->min_ms, model);
+        csv_row(&w, "decode_bytes,%d,%d,context_len,1,%.6g,%.6g,%.6g,%.6g,bytes/token,%s,weights + KV read (fp32)", th,
+                p->context, p->bytes, p->bytes, p->bytes, p->bytes, model);
+        csv_row(&w, "mbu,%d,%d,context_len,%d,%.6g,%.6g,%.6g,%.6g,fraction,%s,%s", th, p->context, t->reps,
+                mbu(p, t->median_ms), mbu(p, t->p90_ms), mbu(p, t->p10_ms), mbu(p, t->min_ms), model, note);
+    }
+    csv_close(&w);
+}
+
+static void write_hardware(const char *dir, const HardwareSpec *hws, int n) {
+    char path[1024];
+    path_in(path, sizeof path, dir, "hardware.csv");
+    CsvWriter w = csv_open(path, "name,kind,memory_bytes,bandwidth_bytes_s,bf16_flop_s,fp32_flop_s,source");
+    for (int i = 0; i < n; i++) {
+        char name[160], source[1200];
+        csv_row(&w, "%s,%s,%.6g,%.6g,%.6g,%.6g,%s", csv_quote(name, sizeof name, hws[i].name), hws[i].kind,
+                hws[i].memory_bytes, hws[i].bandwidth_bytes_s, hws[i].bf16_flop_s, hws[i].fp32_flop_s,
+                csv_quote(source, sizeof source, hws[i].source));
+    }
+    csv_close(&w);
+}
+
+static void append_note(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append_note(char *buf, size_t size, const char *fmt, ...) {
+    size_t len = strlen(buf);
+    if (len > 0 && len + 2 < size) {
+        strcat(buf, "; ");
+        len += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, size - len, fmt, ap);
+    va_end(ap);
+}
+
+// What a reader must know to read a budget row: whatever makes it unlike the plain case.
+static void budget_notes(char *buf, size_t size, const ModelShape *m, const HardwareSpec *h, const Budget *b,
+                         int context) {
+    buf[0] = '\0';
+    if (b->weight_bytes > h->memory_bytes) append_note(buf, size, "weights do not fit in memory");
+    else if (!b->fits_large) append_note(buf, size, "weights + batch-%d KV do not fit", LARGE_BATCH);
+    if (m->window > 0 && context > m->window)
+        append_note(buf, size, "KV capped at the %d-token sliding window", m->window);
+    if (m->n_params_active < m->n_params)
+        append_note(buf, size, "MoE: batch 1 reads the %.3g active parameters, batch %d min(all, %d x active)",
+                    m->n_params_active, LARGE_BATCH, LARGE_BATCH);
+    if (m->kv_lora_rank > 0)
+        append_note(buf, size, "MLA: KV per layer = latent %d + RoPE key %d", m->kv_lora_rank, m->rope_head_dim);
+    if (context > m->max_context) append_note(buf, size, "context beyond the model's %d tokens", m->max_context);
+}
+
+static const char *bound_name(const Roofline *r) { return r->compute_bound ? "compute" : "memory"; }
+
+static void write_budget(const char *dir, const ModelShape *models, int n_models, const HardwareSpec *hws, int n_hw,
+                         int context) {
+    char path[1024];
+    path_in(path, sizeof path, dir, "hardware_budget.csv");
+    CsvWriter w = csv_open(path, "model,weight_dtype,act_dtype,hardware,context_len,weight_gb,kv_bytes_per_token,"
+                                 "kv_tokens_fit,kv_b64_gb,fits_b64,decode_b1_ms,decode_b1_bound,decode_b64_ms,"
+                                 "decode_b64_bound,throughput_b64_tok_s,prefill_1k_ms,prefill_1k_bound,"
+                                 "intensity_b1_flop_per_byte,intensity_b64_flop_per_byte,ridge_flop_per_byte,notes");
+    for (int i = 0; i < n_models; i++)
+        for (size_t d = 0; d < sizeof BUDGET_DTYPES / sizeof BUDGET_DTYPES[0]; d++)
+            for (int j = 0; j < n_hw; j++) {
+                const ModelShape *m = &models[i];
+                const HardwareSpec *h = &hws[j];
+                Precision p = {BUDGET_DTYPES[d], DTYPE_BF16};
+                Budget b = budget_compute(m, h, p, context, LARGE_BATCH, PREFILL_TOKENS);
+                char name[160], hw_name[160], notes[512], quoted[1100];
+                budget_notes(notes, sizeof notes, m, h, &b, context);
+                csv_row(&w, "%s,%s,%s,%s,%d,%.6g,%.6g,%.6g,%.6g,%s,%.6g,%s,%.6g,%s,%.6g,%.6g,%s,%.6g,%.6g,%.6g,%s",
+                        csv_quote(name, sizeof name, m->name), dtype_name(p.weights), dtype_name(p.act),
+                        csv_quote(hw_name, sizeof hw_name, h->name), context, b.weight_bytes * 1e-9,
+                        b.kv_bytes_per_token, b.kv_tokens_fit, b.kv_bytes_large * 1e-9, b.fits_large ? "yes" : "no",
+                        b.decode_1.time_s * 1e3, bound_name(&b.decode_1), b.decode_large.time_s * 1e3,
+                        bound_name(&b.decode_large), b.throughput_tok_s, b.prefill.time_s * 1e3,
+                        bound_name(&b.prefill), b.decode_1.intensity, b.decode_large.intensity, budget_ridge(h, p),
+                        csv_quote(quoted, sizeof quoted, notes));
+            }
+    csv_close(&w);
+}
+
+// One roofline point. An empty cell stands for what does not apply: context < 0 (the MLP
+// reads no KV), achieved_flop_s < 0 (nothing measured).
+static void roofline_row(CsvWriter *w, const HardwareSpec *h, const ModelShape *m, Precision p, const char *point,
+                         int batch, int context, double flops, double bytes, double achieved_flop_s) {
+    Roofline r = budget_roofline(h, p, flops, bytes);
+    char hw_name[160], name[160], context_text[16] = "", achieved[32] = "";
+    if (context >= 0) snprintf(context_text, sizeof context_text, "%d", context);
+    if (achieved_flop_s >= 0) snprintf(achieved, sizeof achieved, "%.6g", achieved_flop_s);
+    csv_row(w, "%s,%s,%s,%s,%s,%d,%s,%.6g,%.6g,%.6g,%.6g,%s,%.6g,%.6g,%.6g,%s",
+            csv_quote(hw_name, sizeof hw_name, h->name), csv_quote(name, sizeof name, m->name), dtype_name(p.weights),
+            dtype_name(p.act), point, batch, context_text, flops, bytes, r.intensity, r.attainable_flop_s, achieved,
+            budget_peak_flop_s(h, p), h->bandwidth_bytes_s, budget_ridge(h, p), bound_name(&r));
+}
+
+// The predicted points of one model on one hardware.
+static void roofline_points(CsvWriter *w, const HardwareSpec *h, const ModelShape *m, Precision p, int context) {
+    roofline_row(w, h, m, p, "prefill", 1, PREFILL_TOKENS, budget_prefill_flops(m, PREFILL_TOKENS),
+                 budget_prefill_bytes(m, p, PREFILL_TOKENS), -1);
+    int batches[] = {1, LARGE_BATCH};
+    for (int i = 0; i < 2; i++)
+        roofline_row(w, h, m, p, "decode_step", batches[i], context, budget_decode_flops(m, batches[i], context),
+                     budget_decode_bytes(m, p, batches[i], context), -1);
+    for (size_t i = 0; i < sizeof MLP_BATCHES / sizeof MLP_BATCHES[0]; i++)
+        roofline_row(w, h, m, p, "decode_mlp", MLP_BATCHES[i], -1, budget_mlp_flops(m, MLP_BATCHES[i]),
+                     budget_mlp_bytes(m, p, MLP_BATCHES[i]), -1);
+    int kv = budget_kv_tokens_per_sequence(m, context);
+    roofline_row(w, h, m, p, "decode_attention", 1, context, budget_attention_flops_per_pair(m, 1) * kv,
+                 budget_kv_bytes_per_token(m, p.act) * kv, -1);
+}
+
+static void write_roofline(const char *dir, const HardwareSpec *hws, int n_hw, const ModelShape *roof_model,
+                           const LabModel *lab, const Measured *me, int context) {
+    char path[1024];
+    path_in(path, sizeof path, dir, "roofline.csv");
+    CsvWriter w = csv_open(path, "hardware,model,weight_dtype,act_dtype,point,batch,context_len,flops,bytes,"
+                                 "intensity_flop_per_byte,attainable_flop_s,achieved_flop_s,peak_flop_s,"
+                                 "bandwidth_bytes_s,ridge_flop_per_byte,bound");
+    Precision bf16 = {DTYPE_BF16, DTYPE_BF16};
+    for (int j = 0; j < n_hw; j++) roofline_points(&w, &hws[j], roof_model, bf16, context);
+    // Our own model as it runs here (fp32), predicted and measured side by side.
+    int lab_context = context < lab->shape.max_context ? context : lab->shape.max_context;
+    roofline_points(&w, &me->spec, &lab->shape, FP32, lab_context);
+    for (int i = 0; i < me->n_decode; i++) {
+        const DecodePoint *d = &me->decode[i];
+        if (d->threads != omp_get_max_threads()) continue; // the roof is the all-thread one
+        roofline_row(&w, &me->spec, &lab->shape, FP32, "decode_step_measured", 1, d->context, d->flops, d->bytes,
+                     d->flops / (d->time.median_ms * 1e-3));
+    }
+    csv_close(&w);
+}
+
+// --- main -------------------------------------------------------------------------------------
+
+static const ModelShape *find_model(const ModelShape *models, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(models[i].name, name) == 0) return &models[i];
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    enum { OPT_MODEL = 1, OPT_CONTEXT, OPT_HARDWARE, OPT_PRESETS, OPT_ROOFLINE_MODEL };
+    static const struct option options[] = {
+        CLI_COMMON_OPTIONS,
+        {"model", required_argument, 0, OPT_MODEL},
+        {"context", required_argument, 0, OPT_CONTEXT},
+        {"hardware", required_argument, 0, OPT_HARDWARE},
+        {"presets", required_argument, 0, OPT_PRESETS},
+        {"roofline-model", required_argument, 0, OPT_ROOFLINE_MODEL},
+        {0, 0, 0, 0},
+    };
+    CliCommon common;
+    cli_common_defaults(&common);
+    const char *model_path = NULL, *hardware_path = DEFAULT_HARDWARE, *presets_path = DEFAULT_PRESETS;
+    const char *roofline_name = DEFAULT_ROOFLINE_MODEL;
+    long context = DEFAULT_CONTEXT;
+    Error err;
+    for (int c; (c = getopt_long(argc, argv, "", options, NULL)) != -1;) {
+        int bad = 0;
+        switch (c) {
+        case OPT_MODEL: model_path = optarg; break;
+        case OPT_CONTEXT: bad = cli_parse_long("--context", optarg, 1, 1 << 24, &context, &err); break;
+        case OPT_HARDWARE: hardware_path = optarg; break;
+        case OPT_PRESETS: presets_path = optarg; break;
+        case OPT_ROOFLINE_MODEL: roofline_name = optarg; break;
+        case '?': cli_usage_error(argv[0], "unknown option or missing value");
+        default:
+            if (cli_common_option(&common, c, optarg, &err) != 1) bad = 1;
+        }
+        if (bad) cli_usage_error(argv[0], err.msg);
+    }
+    if (optind < argc) cli_usage_error(argv[0], "unexpected argument");
+    if (common.help) {
+        usage();
+        return 0;
+    }
+    Settings st = settings_for(common.profile);
+
+    // Read every input before measuring anything, so a bad table fails at once.
+    HardwareSpec *datasheets;
+    ModelShape *presets;
+    int n_datasheets, n_presets;
+    if (budget_load_hardware(hardware_path, &datasheets, &n_datasheets, &err)) die("%s", err.msg);
+    if (budget_load_models(presets_path, &presets, &n_presets, &err)) die("%s", err.msg);
+    const ModelShape *roof_model = find_model(presets, n_presets, roofline_name);
+    if (!roof_model) die("--roofline-model: '%s' is not a model in %s", roofline_name, presets_path);
+    LabModel lab;
+    lab_model_open(&lab, model_path);
+
+    kernels_set_threads(common.threads);
+    int threads = omp_get_max_threads();
+    HwInfo hw;
+    hw_probe(&hw);
+    if (meta_make_dir(common.out_dir, &err)) die("%s", err.msg);
+    double start = now_seconds();
+
+    Measured me = {0};
+    measure_stream(&me, &st, threads);
+    cli_progress("hardware_budget: sgemm n = %d", st.sgemm_n);
+    me.sgemm = peak_sgemm(st.sgemm_n, st.sgemm_min_reps, st.sgemm_max_reps, st.sgemm_budget_s, 1);
+    describe_machine(&me, &hw, threads);
+    measure_decode(&me, &lab, &st, threads);
+    cli_progress_done();
+
+    // The budget covers the datasheets and this machine, the presets and our own model.
+    int n_hw = n_datasheets + 1, n_models = n_presets + 1;
+    HardwareSpec *hws = mallocCheck((size_t)n_hw * sizeof(HardwareSpec));
+    memcpy(hws, datasheets, (size_t)n_datasheets * sizeof(HardwareSpec));
+    hws[n_datasheets] = me.spec;
+    ModelShape *models = mallocCheck((size_t)n_models * sizeof(ModelShape));
+    memcpy(models, presets, (size_t)n_presets * sizeof(ModelShape));
+    models[n_presets] = lab.shape;
+
+    write_measured(common.out_dir, &me, &lab);
+    write_hardware(common.out_dir, hws, n_hw);
+    write_budget(common.out_dir, models, n_models, hws, n_hw, (int)context);
+    write_roofline(common.out_dir, hws, n_datasheets, roof_model, &lab, &me, (int)context);
+
+    char threads_text[16], context_text[16];
+    snprintf(threads_text, sizeof threads_text, "%d", threads);
+    snprintf(context_text, sizeof context_text, "%ld", context);
+    MetaEntry extra[] = {
+        {"hardware_budget_threads", threads_text},
+        {"hardware_budget_model", lab.path[0] ? lab.path : lab.shape.name},
+        {"hardware_budget_model_fnv1a64", lab.checksum[0] ? lab.checksum : "none"},
+        {"hardware_budget_context_len", context_text},
+        {"hardware_budget_assumptions",
+         "GB = 1e9 bytes; weights in bf16/int8/int4 (weight-only: scales not counted), KV and math in bf16; "
+         "decode time >= max(FLOPs / peak, bytes / bandwidth); batch-64 KV at context_len tokens per sequence; "
+         "MBU bandwidth = STREAM triad on as many threads as the decode, best pass"},
+    };
+    if (meta_write(common.out_dir, &hw, common.profile, extra, sizeof extra / sizeof extra[0], &err))
+        die("%s", err.msg);
+
+    for (int i = 0; i < me.n_stream; i++)
+        fprintf(stderr, "STREAM %-5s %d thread(s): %.2f GB/s best, %.2f median\n",
+                stream_kernel_name(me.stream[i].kernel), me.stream[i].threads, me.stream[i].gb_s_best,
+                me.stream[i].gb_s_median);
+    fprintf(stderr, "sgemm n = %d: %.1f GFLOP/s best, %.1f median\n", me.sgemm.n, me.sgemm.gflop_s_best,
+            me.sgemm.gflop_s_median);
+    for (int i = 0; i < me.n_decode; i++)
+        fprintf(stderr, "decode %s, context %d, %d thread(s): %.3f ms/token, %.1f MB/token, MBU %.2f\n",
+                lab.shape.name, me.decode[i].context, me.decode[i].threads, me.decode[i].time.median_ms,
+                me.decode[i].bytes * 1e-6, mbu(&me.decode[i], me.decode[i].time.median_ms));
+    fprintf(stderr, "hardware_budget: wrote %s/{hardware_measured,hardware,hardware_budget,roofline}.csv in %.1f s\n",
+            common.out_dir, now_seconds() - start);
+    model_free(&lab.m);
+    free(datasheets);
+    free(presets);
+    free(hws);
+    free(models);
+    return 0;
+}
