@@ -47,3 +47,24 @@ void attention_kv(float *out, const float *q, const float *k, const float *v, in
 static inline int attention_visible(int p, int j, int window, int n_sink) {
     return j <= p && (window == 0 || p - j < window || j < n_sink);
 }
+
+// ---- Full-sequence attention: naive vs flash (project 15; kernels/cpu/attention_full.c) ----
+// Every query of a sequence against every key, all heads at once, forward only.
+// q, k, v, out (B, H, T, D) contiguous fp32; score(t, j) = q_t . k_j / sqrt(D); causal:
+// query t sees keys j <= t. Each returns the bytes of working memory it allocated beyond
+// q, k, v and out (OpenBLAS's own fixed-size packing buffers are not counted).
+typedef struct {
+    int B, H, T, D;
+    int causal;
+} AttentionFullShape;
+
+// Materialises the (T, T) score matrix of one (b, h) at a time in a single reused buffer:
+// sgemm for the scores, mask and row softmax (OpenMP over rows), sgemm with V.
+// Working memory T * T * 4 bytes.
+size_t attention_naive(float *out, const float *q, const float *k, const float *v, const AttentionFullShape *s);
+
+// Fused, flash-style: tiles of queries x keys with an online softmax (running max and sum,
+// rescaling the partial output), so no more than one tile of scores ever exists; OpenMP
+// threads over (b, h, query tile); causal runs skip the tiles above the diagonal.
+// Working memory: a few tiles per thread, independent of T.
+size_t attention_flash(float *out, const float *q, const float *k, const float *v, const AttentionFullShape *s);

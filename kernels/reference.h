@@ -12,3 +12,11 @@ void ref_rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *
 void ref_swiglu(float *out, const float *gate, const float *up, int T, int H);
 void ref_attention_kv(float *out, const float *q, const float *k, const float *v, int n_q, int pos0,
                       const AttentionShape *shape);
+
+// ---- Full-sequence attention (project 15; kernels/cpu/reference_attention.c) ----
+// The reference for attention_naive and attention_flash.
+void ref_attention_full(float *out, const float *q, const float *k, const float *v, const AttentionFullShape *s);
+// One output row, query t of head (b, h), in double: out (D). Lets benchmarks check a
+// sample of rows of a long sequence without the O(T^2) cost of the whole reference.
+void ref_attention_full_row(double *out, const float *q, const float *k, const float *v,
+                            const AttentionFullShape *s, int b, int h, int t);

@@ -15,6 +15,21 @@ typedef struct {
 } CsvWriter;
 
 CsvWriter csv_open(const char *path, const char *header);
-// One row, printf-style; dies if the number of fields differs from the header's.
+// One row, printf-style; dies if the number of fields differs from the header's (quoted
+// fields count as one) or its quotes are unbalanced, removing the temp file first.
 void csv_row(CsvWriter *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void csv_close(CsvWriter *w);
+// Give up on the table: remove the temp file; nothing appears at the path.
+void csv_abort(CsvWriter *w);
+
+// Text as one CSV field: unchanged when it holds no comma, quote or line break, otherwise
+// wrapped in quotes with inner quotes doubled (RFC 4180). Writes into buf and returns it;
+// dies if buf is too small. Use it for any free text passed to csv_row with %s.
+const char *csv_quote(char *buf, size_t size, const char *s);
+
+// Split one record (a line without its line break) in place into fields, removing quotes:
+// fields[i] points into line for the first max_fields fields (fields may be NULL when
+// max_fields is 0). Returns the number of fields in the record, or -1 when its quoting is
+// malformed (unterminated quote, text after a closing quote, quote or line break inside
+// an unquoted field).
+int csv_split(char *line, char **fields, int max_fields);
