@@ -1,0 +1,591 @@
+// sampling.c: bin/sampling, project 9: how temperature, top-k, top-p, min-p and repetition
+// penalty shape the next-token distribution, and what they do to generated text.
+//
+//   bin/sampling --model out/models/target.gguf [--corpus FILE] [--seed S] [--out DIR] [--quick]
+//
+// The corpus must be the model's training text (default $CORPUS, else the KJV, as bin/train):
+// its validation split gives the held-out text and prompts, its training split the vocabulary
+// that drift is measured against.
+//
+// Two kinds of measurement:
+//   held-out positions  windows of the validation text, each one prefill that returns every
+//                       position's logits; at each position and setting, sampler_distribution
+//                       gives the filtered distribution: its entropy, its candidate count, the
+//                       T = 1 probability mass it keeps, and the NLL of the true next token
+//   continuations       fixed prompts (the first words of validation lines) continued under
+//                       each setting, all prompts in one decode batch, prompt b with seed
+//                       seed + b; their words give distinct-1/2, the repeated 4-gram rate and
+//                       drift (words never seen in the training text), and the model scores
+//                       what it generated (NLL at T = 1). BOS and EOS are masked, so every
+//                       continuation is gen_len tokens of text.
+// Metric definitions: experiments/engine/sampling_metrics.h. Writes under --out:
+//   sampling_temperature.csv  temperature -> entropy (mean, p10, p90; ln V for reference),
+//                             held-out NLL; text metrics
+//   sampling_filters.csv      filter (top_k | top_p | min_p), value -> candidate-set size
+//                             (mean, p10, median, p90), T = 1 mass kept, entropy
+//   sampling_penalty.csv      decoding (greedy | T = t), temperature, repetition_penalty -> text metrics
+//   sampling_samples.csv      setting -> its parameters, seed, tokens, prompt and continuation
+// Nothing is timed: every column is reproducible from the seed (at a fixed thread count, since
+// the forward pass's float sums depend on how the work is split).
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "checkpoint.h"
+#include "cli.h"
+#include "corpus.h"
+#include "csv.h"
+#include "kernels.h"
+#include "meta.h"
+#include "model.h"
+#include "sampler.h"
+#include "sampling_metrics.h"
+
+typedef struct {
+    int n_windows, window;  // held-out positions: n_windows windows of up to `window` tokens
+    int n_prompts, gen_len; // continuations per setting, tokens each
+    int sample_len;         // tokens per continuation in the samples table
+} Sizes;
+
+static const Sizes QUICK = {.n_windows = 2, .window = 64, .n_prompts = 2, .gen_len = 24, .sample_len = 24};
+static const Sizes FULL = {.n_windows = 8, .window = 256, .n_prompts = 8, .gen_len = 96, .sample_len = 48};
+
+// The sweeps, in the order their rows are written.
+static const double TEMPERATURES[] = {0,   0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
+                                      1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2.0};
+static const int TOP_K_STEPS[] = {1, 2, 5}; // top-k: 1, 2, 5, 10, 20, 50, ... below V, then V
+static const double TOP_P[] = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0};
+static const double MIN_P[] = {0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5};
+static const double PENALTY_TEMPERATURES[] = {0, 0.3}; // greedy, and a low temperature
+static const double PENALTIES[] = {1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2.0};
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+// Prompts and held-out windows start at validation lines of at least this many bytes; a
+// prompt is such a line cut at its last space within the first PROMPT_BYTES bytes.
+#define PROMPT_MIN_LINE 80
+#define PROMPT_BYTES 40
+#define BYTES_PER_TOKEN_BOUND 16 // text encoded per held-out window: window * this many bytes
+
+typedef struct {
+    Model model;
+    Tokenizer tok;
+    Corpus corpus;
+    WordIndex words;   // training words first: ids >= n_train_words were never seen in training
+    int n_train_words;
+    uint64_t seed;
+} Lab;
+
+// The start of the first line of at least PROMPT_MIN_LINE bytes at or after offset `from`
+// of the validation text, wrapping around to its start; dies when there is none.
+static size_t long_line_at(const Corpus *c, size_t from) {
+    const char *v = c->val;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t at = pass == 0 ? from : 0;
+        while (at > 0 && at < c->val_len && v[at - 1] != '\n') at++; // to a line start
+        while (at < c->val_len) {
+            const char *eol = memchr(v + at, '\n', c->val_len - at);
+            size_t end = eol ? (size_t)(eol - v) : c->val_len;
+            if (end - at >= PROMPT_MIN_LINE) return at;
+            at = end + 1;
+        }
+    }
+    die("sampling: the validation text of %s has no line of %d bytes or more to take prompts and "
+        "windows from", c->source, PROMPT_MIN_LINE);
+}
+
+// --- held-out positions ----------------------------------------------------------------
+
+// One setting of the temperature or filter sweeps, measured at every held-out position.
+typedef struct {
+    const char *filter; // "temperature", "top_k", "top_p", "min_p"
+    double value;
+    Sampler sampler;
+    double *entropy;    // (N) per position
+    double *candidates; // (N) per position
+    double mass_kept;   // sum over positions of the T = 1 mass of the candidates
+    double nll;         // sum over positions of -ln p(true next token); temperature > 0 only
+} Setting;
+
+static int is_temperature(const Setting *s) { return strcmp(s->filter, "temperature") == 0; }
+
+static void setting_add(Setting *settings, int *n, const char *filter, double value, int vocab, int n_positions) {
+    SamplerParams p = sampler_params_default();
+    if (strcmp(filter, "temperature") == 0) p.temperature = (float)value;
+    else if (strcmp(filter, "top_k") == 0) p.top_k = (int)value;
+    else if (strcmp(filter, "top_p") == 0) p.top_p = (float)value;
+    else p.min_p = (float)value;
+    Setting *s = &settings[(*n)++];
+    *s = (Setting){.filter = filter, .value = value};
+    Error err;
+    if (sampler_init(&s->sampler, vocab, &p, &err)) die("sampling: %s", err.msg);
+    s->entropy = mallocCheck((size_t)n_positions * sizeof(double));
+    s->candidates = mallocCheck((size_t)n_positions * sizeof(double));
+}
+
+static void setting_free(Setting *s) {
+    sampler_free(&s->sampler);
+    free(s->entropy);
+    free(s->candidates);
+}
+
+// Room make_settings needs: the fixed sweeps, top-k's steps per decade below vocab, and vocab.
+static int max_settings(int vocab) {
+    int decades = 0;
+    for (long d = 1; d < vocab; d *= 10) decades++;
+    return COUNT(TEMPERATURES) + COUNT(TOP_K_STEPS) * decades + 1 + COUNT(TOP_P) + COUNT(MIN_P);
+}
+
+// Every setting of the temperature and filter sweeps, in row order; returns how many.
+static int make_settings(Setting *settings, int vocab, int n_positions) {
+    int n = 0;
+    for (int i = 0; i < COUNT(TEMPERATURES); i++)
+        setting_add(settings, &n, "temperature", TEMPERATURES[i], vocab, n_positions);
+    for (long decade = 1; decade < vocab; decade *= 10)
+        for (int i = 0; i < COUNT(TOP_K_STEPS) && TOP_K_STEPS[i] * decade < vocab; i++)
+            setting_add(settings, &n, "top_k", (double)(TOP_K_STEPS[i] * decade), vocab, n_positions);
+    setting_add(settings, &n, "top_k", vocab, vocab, n_positions);
+    for (int i = 0; i < COUNT(TOP_P); i++) setting_add(settings, &n, "top_p", TOP_P[i], vocab, n_positions);
+    for (int i = 0; i < COUNT(MIN_P); i++) setting_add(settings, &n, "min_p", MIN_P[i], vocab, n_positions);
+    return n;
+}
+
+typedef struct {
+    Sampler plain; // T = 1, no filters: the model's own distribution
+    float *p1;     // (V) that distribution at the current position
+    float *probs;  // (V) a setting's distribution
+    float *scaled; // (V) logits / T
+} Scratch;
+
+// Measure every setting at held-out position `pos`, whose logits (V) predict `target`.
+static void measure_position(Setting *settings, int n_settings, const float *logits, int V, int target, int pos,
+                             Scratch *w) {
+    Error err;
+    if (sampler_distribution(&w->plain, logits, NULL, 0, w->p1, &err) < 0)
+        die("sampling: held-out position %d: %s", pos, err.msg);
+    for (int i = 0; i < n_settings; i++) {
+        Setting *s = &settings[i];
+        int n = sampler_distribution(&s->sampler, logits, NULL, 0, w->probs, &err);
+        if (n < 0) die("sampling: held-out position %d: %s", pos, err.msg);
+        s->candidates[pos] = n;
+        s->entropy[pos] = entropy_nats(w->probs, V);
+        double mass = 0.0;
+        for (int t = 0; t < V; t++)
+            if (w->probs[t] > 0.0f) mass += w->p1[t];
+        s->mass_kept += mass;
+        if (is_temperature(s) && s->value > 0) {
+            for (int t = 0; t < V; t++) w->scaled[t] = logits[t] / (float)s->value;
+            s->nll += nll_nats(w->scaled, V, target);
+        }
+    }
+}
+
+// Windows of the validation text: BOS then up to window - 1 tokens from a long line at
+// n_windows evenly spaced points. Writes the tokens of window i to tokens + i * window, its
+// length to lens[i]; returns the total number of positions (each predicts the next token).
+static int heldout_windows(const Lab *lab, int n_windows, int window, int *tokens, int *lens) {
+    const Corpus *c = &lab->corpus;
+    size_t max_bytes = (size_t)window * BYTES_PER_TOKEN_BOUND;
+    int *buf = mallocCheck(tokenizer_max_tokens(max_bytes) * sizeof(int));
+    int n_positions = 0;
+    for (int i = 0; i < n_windows; i++) {
+        size_t at = long_line_at(c, (size_t)i * c->val_len / n_windows);
+        size_t bytes = c->val_len - at < max_bytes ? c->val_len - at : max_bytes;
+        int n = (int)tokenizer_encode(&lab->tok, (const unsigned char *)c->val + at, bytes, false, false, buf);
+        if (n > window - 1) n = window - 1;
+        int *w = tokens + (size_t)i * window;
+        w[0] = lab->tok.bos_id;
+        memcpy(w + 1, buf, (size_t)n * sizeof(int));
+        lens[i] = n + 1;
+        n_positions += n; // position j of the window predicts token j + 1
+    }
+    free(buf);
+    return n_positions;
+}
+
+// Mean and quantiles of per-position values (bench_stats's quantiles; its _ms names aside).
+typedef struct {
+    double mean, p10, median, p90;
+} Spread;
+
+static Spread spread_of(const double *x, int n) {
+    BenchStats b = bench_stats(x, n);
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += x[i];
+    return (Spread){sum / n, b.p10_ms, b.median_ms, b.p90_ms};
+}
+
+typedef struct {
+    Setting *settings;
+    int n_settings, n_positions;
+} HeldOut;
+
+// Prefill every window, with all its positions' logits, and measure every setting at each.
+static HeldOut measure_heldout(Lab *lab, const Sizes *sz) {
+    const Config *c = &lab->model.config;
+    int V = c->vocab_size, window = sz->window < c->seq_len ? sz->window : c->seq_len;
+    int *tokens = mallocCheck((size_t)sz->n_windows * window * sizeof(int));
+    int *lens = mallocCheck(sz->n_windows * sizeof(int));
+    int n_positions = heldout_windows(lab, sz->n_windows, window, tokens, lens);
+    if (n_positions < 1) die("sampling: the validation text of %s encodes to no tokens", lab->corpus.source);
+    Setting *settings = mallocCheck((size_t)max_settings(V) * sizeof(Setting));
+    int n_settings = make_settings(settings, V, n_positions);
+
+    Scratch w = {.p1 = mallocCheck(V * sizeof(float)), .probs = mallocCheck(V * sizeof(float)),
+                 .scaled = mallocCheck(V * sizeof(float))};
+    SamplerParams plain = sampler_params_default();
+    Error err;
+    if (sampler_init(&w.plain, V, &plain, &err)) die("sampling: %s", err.msg);
+    float *logits = mallocCheck((size_t)window * V * sizeof(float)); // (window, V)
+    KVCache cache;
+    RunState state;
+    kv_cache_alloc(&cache, c->n_layers, c->n_kv_heads, c->head_dim, window);
+    runstate_alloc(&state, c, window);
+    int pos = 0;
+    for (int i = 0; i < sz->n_windows; i++) {
+        cli_progress("sampling: held-out window %d/%d", i + 1, sz->n_windows);
+        const int *win = tokens + (size_t)i * window;
+        kv_cache_reset(&cache);
+        model_prefill(&lab->model, &state, &cache, win, lens[i], logits, 1);
+        for (int j = 0; j + 1 < lens[i]; j++)
+            measure_position(settings, n_settings, logits + (size_t)j * V, V, win[j + 1], pos++, &w);
+    }
+    kv_cache_free(&cache);
+    runstate_free(&state);
+    sampler_free(&w.plain);
+    free(w.p1), free(w.probs), free(w.scaled), free(logits), free(tokens), free(lens);
+    return (HeldOut){settings, n_settings, n_positions};
+}
+
+// --- continuations -------------------------------------------------------------------------
+
+typedef struct {
+    int n;
+    int **tokens; // (n) BOS then the prompt's tokens
+    int *lens;    // (n)
+    char **text;  // (n)
+} Prompts;
+
+// n prompts: validation lines at n evenly spaced points, cut at their last space within
+// PROMPT_BYTES bytes.
+static void choose_prompts(const Lab *lab, int n, Prompts *pr) {
+    const Corpus *c = &lab->corpus;
+    *pr = (Prompts){n, mallocCheck(n * sizeof(int *)), mallocCheck(n * sizeof(int)), mallocCheck(n * sizeof(char *))};
+    for (int i = 0; i < n; i++) {
+        const char *line = c->val + long_line_at(c, (size_t)i * c->val_len / n);
+        size_t len = PROMPT_BYTES;
+        while (len > 1 && line[len] != ' ') len--;
+        pr->text[i] = strndup(line, len);
+        if (!pr->text[i]) die("sampling: out of memory");
+        pr->tokens[i] = mallocCheck(tokenizer_max_tokens(len) * sizeof(int));
+        pr->lens[i] = (int)tokenizer_encode(&lab->tok, (const unsigned char *)line, len, true, false, pr->tokens[i]);
+    }
+}
+
+static void prompts_free(Prompts *pr) {
+    for (int i = 0; i < pr->n; i++) free(pr->tokens[i]), free(pr->text[i]);
+    free(pr->tokens), free(pr->lens), free(pr->text);
+}
+
+// Continue B prompts, prompt b with samplers[b], in one decode batch for gen_len tokens each:
+// out (B, gen_len). BOS and EOS are masked for the sampler; the returned NLL (summed over
+// every generated token) is the model's, at T = 1, from its unmasked logits.
+static double generate_batch(Lab *lab, int *const *prompts, const int *prompt_lens, Sampler *samplers, int B,
+                             int gen_len, int *out) {
+    Model *m = &lab->model;
+    const Config *c = &m->config;
+    int V = c->vocab_size, longest = 0;
+    for (int b = 0; b < B; b++) longest = prompt_lens[b] > longest ? prompt_lens[b] : longest;
+    int cap = longest + gen_len;
+    int *seq = mallocCheck((size_t)B * cap * sizeof(int)), *next = mallocCheck(B * sizeof(int));
+    float *logits = mallocCheck((size_t)B * V * sizeof(float)), *masked = mallocCheck(V * sizeof(float));
+    KVCache *cache = mallocCheck(B * sizeof(KVCache));
+    KVCache **caches = mallocCheck(B * sizeof(KVCache *));
+    RunState state;
+    runstate_alloc(&state, c, longest > B ? longest : B);
+    for (int b = 0; b < B; b++) {
+        kv_cache_alloc(&cache[b], c->n_layers, c->n_kv_heads, c->head_dim, cap);
+        caches[b] = &cache[b];
+        memcpy(seq + (size_t)b * cap, prompts[b], prompt_lens[b] * sizeof(int));
+        model_prefill(m, &state, &cache[b], prompts[b], prompt_lens[b], logits + (size_t)b * V, 0);
+    }
+    double nll = 0.0;
+    Error err;
+    for (int t = 0; t < gen_len; t++) {
+        for (int b = 0; b < B; b++) {
+            const float *row = logits + (size_t)b * V;
+            int *history = seq + (size_t)b * cap, n_history = prompt_lens[b] + t;
+            memcpy(masked, row, V * sizeof(float));
+            masked[lab->tok.bos_id] = masked[lab->tok.eos_id] = -INFINITY;
+            int token = sampler_sample(&samplers[b], masked, history, n_history, &err);
+            if (token < 0) die("sampling: generating token %d of prompt %d: %s", t, b, err.msg);
+            nll += nll_nats(row, V, token);
+            history[n_history] = next[b] = out[(size_t)b * gen_len + t] = token;
+        }
+        if (t + 1 < gen_len) model_decode(m, &state, caches, next, B, logits);
+    }
+    for (int b = 0; b < B; b++) kv_cache_free(&cache[b]);
+    runstate_free(&state);
+    free(seq), free(next), free(logits), free(masked), free(cache), free(caches);
+    return nll;
+}
+
+// What the continuations under one setting look like, over all prompts.
+typedef struct {
+    TextStats text;
+    double nll_sum; // nats, summed over tokens
+    long tokens;
+} GenStats;
+
+// Every prompt continued under params, prompt b with seed lab->seed + b.
+static GenStats generate_under(Lab *lab, const Prompts *pr, SamplerParams params, int gen_len) {
+    Sampler *samplers = mallocCheck(pr->n * sizeof(Sampler));
+    Error err;
+    for (int b = 0; b < pr->n; b++) {
+        params.seed = lab->seed + (uint64_t)b;
+        if (sampler_init(&samplers[b], lab->model.config.vocab_size, &params, &err)) die("sampling: %s", err.msg);
+    }
+    int *out = mallocCheck((size_t)pr->n * gen_len * sizeof(int));
+    GenStats g = {.tokens = (long)pr->n * gen_len};
+    g.nll_sum = generate_batch(lab, pr->tokens, pr->lens, samplers, pr->n, gen_len, out);
+    for (int b = 0; b < pr->n; b++) {
+        size_t len;
+        unsigned char *text = tokenizer_decode(&lab->tok, out + (size_t)b * gen_len, gen_len, &len);
+        int *ids = mallocCheck((text_max_words(len) + 1) * sizeof(int));
+        size_t n = word_index_add_text(&lab->words, (const char *)text, len, ids);
+        text_stats_add(&g.text, ids, (long)n, lab->n_train_words);
+        free(ids), free(text);
+        sampler_free(&samplers[b]);
+    }
+    free(samplers), free(out);
+    return g;
+}
+
+#define GEN_COLUMNS "prompts,gen_tokens,gen_words,distinct_1,distinct_2,repeat_4gram_rate,drift_word_frac,gen_nll_nats"
+
+// The GEN_COLUMNS fields of one row.
+static const char *gen_fields(char *buf, size_t size, const GenStats *g, int n_prompts) {
+    snprintf(buf, size, "%d,%ld,%ld,%.6g,%.6g,%.6g,%.6g,%.6g", n_prompts, g->tokens, g->text.words,
+             text_distinct_1(&g->text), text_distinct_2(&g->text), text_repeat_4gram_rate(&g->text),
+             text_drift(&g->text), g->nll_sum / g->tokens);
+    return buf;
+}
+
+// --- the tables ----------------------------------------------------------------------------
+
+static void write_filters(const HeldOut *h, const char *dir) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/sampling_filters.csv", dir);
+    CsvWriter w = csv_open(path, "filter,value,positions,candidates_mean,candidates_p10,candidates_median,"
+                                 "candidates_p90,mass_kept,entropy_nats_mean");
+    for (int i = 0; i < h->n_settings; i++) {
+        const Setting *s = &h->settings[i];
+        if (is_temperature(s)) continue;
+        int n = h->n_positions;
+        Spread k = spread_of(s->candidates, n), e = spread_of(s->entropy, n);
+        csv_row(&w, "%s,%.6g,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g", s->filter, s->value, n, k.mean, k.p10, k.median,
+                k.p90, s->mass_kept / n, e.mean);
+    }
+    csv_close(&w);
+}
+
+// Temperature rows: the held-out distribution, then continuations generated at that temperature.
+static void write_temperature(Lab *lab, const Prompts *pr, const HeldOut *ho, int gen_len, const char *dir) {
+    char path[1024], fields[256];
+    snprintf(path, sizeof path, "%s/sampling_temperature.csv", dir);
+    CsvWriter w = csv_open(path, "temperature,positions,entropy_nats_mean,entropy_nats_p10,entropy_nats_p90,"
+                                 "uniform_entropy_nats,heldout_nll_nats," GEN_COLUMNS);
+    for (int i = 0; i < ho->n_settings; i++) {
+        const Setting *s = &ho->settings[i];
+        if (!is_temperature(s)) continue;
+        cli_progress("sampling: continuations at T = %g", s->value);
+        int n = ho->n_positions;
+        Spread h = spread_of(s->entropy, n);
+        double nll = s->value > 0 ? s->nll / n : NAN; // greedy gives every miss probability 0
+        GenStats g = generate_under(lab, pr, s->sampler.params, gen_len);
+        csv_row(&w, "%.6g,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%s", s->value, n, h.mean, h.p10, h.p90,
+                log((double)lab->model.config.vocab_size), nll,
+                gen_fields(fields, sizeof fields, &g, pr->n));
+    }
+    csv_close(&w);
+}
+
+static void write_penalty(Lab *lab, const Prompts *pr, int gen_len, const char *dir) {
+    char path[1024], fields[256];
+    snprintf(path, sizeof path, "%s/sampling_penalty.csv", dir);
+    CsvWriter w = csv_open(path, "decoding,temperature,repetition_penalty," GEN_COLUMNS);
+    for (int i = 0; i < COUNT(PENALTY_TEMPERATURES); i++) {
+        char decoding[32] = "greedy"; // a legend for the report
+        if (PENALTY_TEMPERATURES[i] > 0) snprintf(decoding, sizeof decoding, "T = %g", PENALTY_TEMPERATURES[i]);
+        for (int j = 0; j < COUNT(PENALTIES); j++) {
+            cli_progress("sampling: repetition penalty %g at T = %g", PENALTIES[j], PENALTY_TEMPERATURES[i]);
+            SamplerParams p = sampler_params_default();
+            p.temperature = (float)PENALTY_TEMPERATURES[i];
+            p.repetition_penalty = (float)PENALTIES[j];
+            GenStats g = generate_under(lab, pr, p, gen_len);
+            csv_row(&w, "%s,%.6g,%.6g,%s", decoding, PENALTY_TEMPERATURES[i], PENALTIES[j],
+                    gen_fields(fields, sizeof fields, &g, pr->n));
+        }
+    }
+    csv_close(&w);
+}
+
+// Text fit for a CSV cell and a PDF: invalid UTF-8 bytes and control characters other than
+// line breaks and tabs (which sampling at high temperature produces) become U+FFFD.
+static char *printable(const unsigned char *s, size_t n) {
+    char *out = mallocCheck(3 * n + 1), *o = out;
+    for (size_t i = 0; i < n;) {
+        size_t bad = n - i;
+        if (utf8_valid((const char *)s + i, n - i, &bad)) bad = n - i;
+        for (size_t end = i + bad; i < end; i++) {
+            int control = (s[i] < 0x20 && s[i] != '\n' && s[i] != '\t') || s[i] == 0x7f;
+            if (control) memcpy(o, "\xEF\xBF\xBD", 3), o += 3;
+            else *o++ = (char)s[i];
+        }
+        if (i < n) memcpy(o, "\xEF\xBF\xBD", 3), o += 3, i++; // the invalid byte
+    }
+    *o = '\0';
+    return out;
+}
+
+// One prompt under the classic settings, each with the run's seed.
+static void write_samples(Lab *lab, const Prompts *pr, int sample_len, const char *dir) {
+    typedef struct {
+        const char *name;
+        float temperature, top_p, repetition_penalty;
+        int top_k;
+    } Sample;
+    static const Sample samples[] = {
+        {"greedy", 0.0f, 1.0f, 1.0f, 0},          {"T 0.7 + top-p 0.9", 0.7f, 0.9f, 1.0f, 0},
+        {"T 1.0", 1.0f, 1.0f, 1.0f, 0},           {"T 1.5", 1.5f, 1.0f, 1.0f, 0},
+        {"T 2.0", 2.0f, 1.0f, 1.0f, 0},           {"top-k 5", 1.0f, 1.0f, 1.0f, 5},
+        {"greedy + repetition penalty 1.3", 0.0f, 1.0f, 1.3f, 0},
+    };
+    enum { N = sizeof samples / sizeof samples[0] };
+    Sampler samplers[N];
+    int *prompts[N], lens[N];
+    Error err;
+    for (int i = 0; i < N; i++) {
+        SamplerParams p = sampler_params_default();
+        p.temperature = samples[i].temperature;
+        p.top_p = samples[i].top_p;
+        p.repetition_penalty = samples[i].repetition_penalty;
+        p.top_k = samples[i].top_k;
+        p.seed = lab->seed;
+        if (sampler_init(&samplers[i], lab->model.config.vocab_size, &p, &err)) die("sampling: %s", err.msg);
+        prompts[i] = pr->tokens[0];
+        lens[i] = pr->lens[0];
+    }
+    int *out = mallocCheck((size_t)N * sample_len * sizeof(int));
+    generate_batch(lab, prompts, lens, samplers, N, sample_len, out);
+
+    char path[1024];
+    snprintf(path, sizeof path, "%s/sampling_samples.csv", dir);
+    CsvWriter w = csv_open(path, "setting,temperature,top_k,top_p,repetition_penalty,seed,tokens,prompt,text");
+    char *prompt_text = printable((const unsigned char *)pr->text[0], strlen(pr->text[0]));
+    size_t prompt_size = 2 * strlen(prompt_text) + 3;
+    char *prompt = mallocCheck(prompt_size);
+    csv_quote(prompt, prompt_size, prompt_text);
+    for (int i = 0; i < N; i++) {
+        size_t len;
+        unsigned char *raw = tokenizer_decode(&lab->tok, out + (size_t)i * sample_len, sample_len, &len);
+        char *text = printable(raw, len);
+        size_t size = 2 * strlen(text) + 3;
+        char *quoted = mallocCheck(size), name[64];
+        csv_row(&w, "%s,%.6g,%d,%.6g,%.6g,%llu,%d,%s,%s", csv_quote(name, sizeof name, samples[i].name),
+                samples[i].temperature, samples[i].top_k, samples[i].top_p, samples[i].repetition_penalty,
+                (unsigned long long)lab->seed, sample_len, prompt, csv_quote(quoted, size, text));
+        free(raw), free(text), free(quoted);
+        sampler_free(&samplers[i]);
+    }
+    csv_close(&w);
+    free(prompt_text), free(prompt), free(out);
+}
+
+// --- main ----------------------------------------------------------------------------------
+
+static void usage(void) {
+    printf("usage: bin/sampling --model FILE [options]\n"
+           "  --model FILE     checkpoint: GGUF, or llama2.c .bin with --tokenizer\n"
+           "  --tokenizer FILE llama2.c tokenizer.bin (for a .bin model)\n"
+           "  --corpus FILE    the text the model was trained on (default: $CORPUS, else the KJV)\n"
+           "  --seed S         sampler seed of prompt 0 (prompt b uses S + b; default 42)\n" CLI_COMMON_HELP);
+}
+
+int main(int argc, char **argv) {
+    enum { OPT_MODEL = 1, OPT_TOKENIZER, OPT_CORPUS, OPT_SEED };
+    static const struct option opts[] = {CLI_COMMON_OPTIONS,
+                                         {"model", required_argument, 0, OPT_MODEL},
+                                         {"tokenizer", required_argument, 0, OPT_TOKENIZER},
+                                         {"corpus", required_argument, 0, OPT_CORPUS},
+                                         {"seed", required_argument, 0, OPT_SEED},
+                                         {0, 0, 0, 0}};
+    CliCommon common;
+    cli_common_defaults(&common);
+    const char *model_path = NULL, *tokenizer_path = NULL, *corpus_path = getenv("CORPUS");
+    long seed = 42;
+    Error err;
+    for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
+        int bad = 0;
+        if (c == OPT_MODEL) model_path = optarg;
+        else if (c == OPT_TOKENIZER) tokenizer_path = optarg;
+        else if (c == OPT_CORPUS) corpus_path = optarg;
+        else if (c == OPT_SEED) bad = cli_parse_long("--seed", optarg, 0, LONG_MAX, &seed, &err);
+        else bad = cli_common_option(&common, c, optarg, &err) != 1;
+        if (bad) cli_usage_error("sampling", c == '?' ? "unknown option" : err.msg);
+    }
+    if (common.help) {
+        usage();
+        return 0;
+    }
+    if (!model_path) cli_usage_error("sampling", "--model is required");
+    if (optind < argc) cli_usage_error("sampling", "unexpected argument");
+    kernels_set_threads(common.threads);
+    const Sizes *sz = strcmp(common.profile, "quick") == 0 ? &QUICK : &FULL;
+
+    Lab lab = {.seed = (uint64_t)seed};
+    if (checkpoint_load(model_path, tokenizer_path, &lab.model, &lab.tok, &err)) die("%s", err.msg);
+    if (lab.tok.vocab_size != lab.model.config.vocab_size)
+        die("sampling: %s: the tokenizer has %d tokens but the model %d", model_path, lab.tok.vocab_size,
+            lab.model.config.vocab_size);
+    if (corpus_load(&lab.corpus, corpus_path && *corpus_path ? corpus_path : NULL, &err)) die("%s", err.msg);
+    word_index_init(&lab.words);
+    word_index_add_text(&lab.words, lab.corpus.train, lab.corpus.train_len, NULL);
+    lab.n_train_words = lab.words.n_words;
+    if (meta_make_dir(common.out_dir, &err)) die("%s", err.msg);
+
+    Prompts pr;
+    choose_prompts(&lab, sz->n_prompts, &pr);
+    int longest = 0;
+    for (int i = 0; i < pr.n; i++) longest = pr.lens[i] > longest ? pr.lens[i] : longest;
+    int room = lab.model.config.seq_len - longest;
+    if (room < 1) die("sampling: %s: a %d-token context leaves no room after the prompts", model_path, room + longest);
+    int gen_len = sz->gen_len < room ? sz->gen_len : room, sample_len = sz->sample_len < room ? sz->sample_len : room;
+
+    HeldOut ho = measure_heldout(&lab, sz);
+    // sampling_temperature.csv last: the pipeline's target, so its presence means all four are
+    write_filters(&ho, common.out_dir);
+    write_penalty(&lab, &pr, gen_len, common.out_dir);
+    write_samples(&lab, &pr, sample_len, common.out_dir);
+    write_temperature(&lab, &pr, &ho, gen_len, common.out_dir);
+    cli_progress_done();
+
+    HwInfo hw;
+    hw_probe(&hw);
+    char sum_hex[17], seed_text[32];
+    if (meta_file_checksum(model_path, sum_hex, &err)) die("%s", err.msg);
+    snprintf(seed_text, sizeof seed_text, "%ld", seed);
+    MetaEntry extra[] = {{"sampling_model", model_path}, {"sampling_model_fnv1a64", sum_hex},
+                         {"sampling_corpus", lab.corpus.source}, {"sampling_seed", seed_text}};
+    if (meta_write(common.out_dir, &hw, common.profile, extra, COUNT(extra), &err)) die("%s", err.msg);
+
+    for (int i = 0; i < ho.n_settings; i++) setting_free(&ho.settings[i]);
+    free(ho.settings);
+    prompts_free(&pr);
+    word_index_free(&lab.words);
+    corpus_free(&lab.corpus);
+    tokenizer_free(&lab.tok);
+    model_free(&lab.model);
+    return 0;
+}
