@@ -1,0 +1,54 @@
+// report_parts.h: what the pieces of report assembly share (report.c walks the template;
+// report_figure.c turns @figure blocks into charts; report_table.c turns @table blocks into
+// tables and builds the comparison's ratio tables). Internal to render/.
+#pragma once
+
+#include <limits.h>
+
+#include "chart.h"
+#include "pdf.h"
+#include "query.h"
+#include "report.h"
+#include "template.h"
+
+typedef struct { // a figure whose chart is drawn after the walk, in parallel with the others
+    Chart chart;
+    char id[300];  // the PNG's name
+    double w, h;   // size in points
+    int slot;      // where it goes in the PDF
+} FigureJob;
+
+typedef struct {
+    const ReportOptions *o;
+    Template *t;
+    RunData runs[2];
+    int n_runs;             // 1, or 2 in compare mode
+    RunData *active[2];     // the runs that have the current section's CSVs
+    int n_active;
+    Pdf *pdf;
+    int section;            // the last section's number
+    int figure_no, table_no;
+    char figures_dir[PATH_MAX]; // "" when figures are not saved
+    char **figure_ids;          // ids used so far, to refuse duplicates
+    int *figure_lines;
+    int n_figure_ids;
+    FigureJob *jobs;
+    int n_jobs;
+} Report;
+
+// "file:line" of a block or one of its options, for messages.
+void block_where(const Block *b, const char *key, char *buf, size_t size);
+// An option's text with its placeholders filled (NULL when the option is absent).
+int option_text(Report *r, const Block *b, const char *key, char **out, Error *err);
+// Split "a, b, c" into trimmed items (malloc'd array of malloc'd strings).
+char **split_list(const char *s, int *n);
+void free_list(char **items, int n);
+
+// A @figure: its chart is built now and its place in the PDF reserved; draw_figures draws it.
+int render_figure(Report *r, const Block *b, Error *err);
+// Draw every queued chart (in parallel), save the PNGs, and put the images in the PDF.
+int draw_figures(Report *r, Error *err);
+void free_figure_jobs(Report *r);
+int render_table(Report *r, const Block *b, Error *err);
+// Compare mode's closing section: B/A ratios over every CSV both runs have.
+int render_ratio_summary(Report *r, Error *err);

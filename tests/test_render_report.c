@@ -1,0 +1,349 @@
+// test_render_report.c: whole reports from the fixture runs (tests/fixtures/render/run_a,
+// run_b) and template (templates/fixture.tmpl). The PDF is read back with poppler-utils:
+// its page count, metadata, outline (pdftohtml -xml) and text (pdftotext) must hold the
+// sections, numbered captions, "not run" notices and numbers computed here from the CSVs;
+// every figure is saved as a PNG of the expected size. Compare mode overlays both runs and
+// tabulates B/A. Template mistakes name the template line, and a failed render leaves no
+// PDF behind. bin/render's command line is checked when $INFERLAB_BIN has it.
+// Run: make build/tests/test_render_report && ./build/tests/test_render_report
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "pdf.h"
+#include "report.h"
+#include "table.h"
+#include "test_render_util.h"
+
+static char *scratch;
+static char fixture_dir[512], template_path[600], run_a[600], run_b[600];
+
+static int setup(void **state) {
+    (void)state;
+    scratch = make_scratch_dir();
+    snprintf(fixture_dir, sizeof fixture_dir, "%s/tests/fixtures/render", repo_root());
+    snprintf(template_path, sizeof template_path, "%s/templates/fixture.tmpl", fixture_dir);
+    snprintf(run_a, sizeof run_a, "%s/run_a", fixture_dir);
+    snprintf(run_b, sizeof run_b, "%s/run_b", fixture_dir);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    remove_tree(scratch);
+    return 0;
+}
+
+static int file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static void require_poppler(void) {
+    if (!have_program("pdftotext") || !have_program("pdfinfo") || !have_program("pdftohtml")) {
+        print_message("poppler-utils missing (make deps): PDF checks skipped\n");
+        skip();
+    }
+}
+
+static char *pdf_text(const char *pdf) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "pdftotext -enc UTF-8 '%s' - 2>/dev/null", pdf);
+    return command_output(cmd, NULL);
+}
+
+static void expect_text(const char *text, const char *want) {
+    if (!strstr(text, want)) fail_msg("the PDF's text lacks '%s'", want);
+}
+
+// No temp files ("NAME.tmp.PID") may be left in dir.
+static void expect_no_temp_files(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));)
+        if (strstr(e->d_name, ".tmp.")) fail_msg("temp file left behind: %s/%s", dir, e->d_name);
+    closedir(d);
+}
+
+// A cell of a fixture CSV chosen by two key columns.
+static double fixture_value(const char *run, const char *csv, const char *col, const char *k1, const char *v1,
+                            const char *k2, const char *v2, const char *k3, const char *v3) {
+    char path[800];
+    snprintf(path, sizeof path, "%s/%s", run, csv);
+    Table t;
+    Error err;
+    if (table_load(&t, path, &err)) fail_msg("%s", err.msg);
+    int c = table_column(&t, col), c1 = table_column(&t, k1), c2 = table_column(&t, k2), c3 = table_column(&t, k3);
+    double v = NAN;
+    for (int r = 0; r < t.n_rows; r++)
+        if (!strcmp(table_cell(&t, r, c1), v1) && !strcmp(table_cell(&t, r, c2), v2) && !strcmp(table_cell(&t, r, c3), v3))
+            v = table_value(&t, r, c);
+    table_free(&t);
+    assert_false(isnan(v));
+    return v;
+}
+
+static void png_size(const char *path, int *w, int *h) {
+    FILE *f = fopenCheck(path, "rb");
+    unsigned char head[24];
+    assert_int_equal(fread(head, 1, sizeof head, f), sizeof head);
+    fclose(f);
+    *w = head[16] << 24 | head[17] << 16 | head[18] << 8 | head[19];
+    *h = head[20] << 24 | head[21] << 16 | head[22] << 8 | head[23];
+}
+
+static ReportOptions options(const char *out, const char *figures) {
+    ReportOptions o = report_defaults();
+    o.template_path = template_path;
+    o.out_path = out;
+    o.figures_dir = figures;
+    return o;
+}
+
+// --- a single run ---------------------------------------------------------------------------
+
+static void test_single_report(void **state) {
+    (void)state;
+    char out[700], figures[700];
+    snprintf(out, sizeof out, "%s/a.pdf", scratch);
+    snprintf(figures, sizeof figures, "%s/figures", scratch);
+    ReportOptions o = options(out, figures);
+    Error err;
+    if (report_render(&o, run_a, &err)) fail_msg("%s", err.msg);
+    assert_true(file_exists(out));
+    expect_no_temp_files(scratch);
+    expect_no_temp_files(figures);
+
+    // every rendered figure is a PNG of the text width at 200 dpi, 0.55 (heatmap 0.5) as tall
+    static const char *ids[] = {"kv-latency", "kv-decode", "kv-memory",     "entropy",    "diversity",
+                                "topk",       "kv-bytes",  "tok-s",         "attn-time",  "attn-memory",
+                                "needle",     "roofline-here", "roofline-h100"};
+    int want_w = (int)lround(pdf_text_width() * 200 / 72);
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        char path[800];
+        snprintf(path, sizeof path, "%s/%s.png", figures, ids[i]);
+        if (!file_exists(path)) fail_msg("no figure %s", path);
+        int w, h;
+        png_size(path, &w, &h);
+        double ratio = strcmp(ids[i], "needle") == 0 ? 0.5 : 0.55;
+        assert_int_equal(w, want_w);
+        assert_int_equal(h, (int)lround(pdf_text_width() * ratio * 200 / 72));
+    }
+    char path[800];
+    snprintf(path, sizeof path, "%s/attn-cuda.png", figures); // its section did not run
+    assert_false(file_exists(path));
+
+    require_poppler();
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "pdfinfo '%s' 2>/dev/null", out);
+    char *info = command_output(cmd, NULL);
+    expect_text(info, "Pages:           12");
+    expect_text(info, "Title:           inferlab fixture report");
+    free(info);
+
+    snprintf(cmd, sizeof cmd, "pdftohtml -xml -i -stdout '%s' 2>/dev/null", out);
+    char *xml = command_output(cmd, NULL);
+    static const char *outline[] = {"<outline>", ">1 KV cache</item>", ">2 Sampling</item>", ">2.1 Samples</item>",
+                                    ">3 Attention variants</item>", ">4.1 On the GPU</item>", ">5 Long context</item>",
+                                    ">6 Hardware budget</item>", ">7 Speculative decoding</item>"};
+    for (size_t i = 0; i < sizeof outline / sizeof outline[0]; i++)
+        if (!strstr(xml, outline[i])) fail_msg("the outline lacks %s", outline[i]);
+    // subsections nest under their section, and bookmarks point at the right pages
+    expect_text(xml, "<item page=\"5\">2 Sampling</item>\n<outline>\n<item page=\"6\">2.1 Samples</item>\n</outline>");
+    free(xml);
+
+    char *text = pdf_text(out);
+    static const char *want[] = {
+        "inferlab fixture report", "xeon-8375c-2c, quick profile", "Intel(R) Xeon(R) Platinum 8375C", "24 GiB",
+        "Contents", "1 KV cache", "2.1 Samples", "Figure 1: Per-step decode latency", "Figure 13:", "Table 1:",
+        "Table 3 (continued)", "Not run: no CUDA device (the CUDA runtime reports",
+        "Not run: the speculative experiment has not been written yet",
+        "said unto them, \"Go ye forth.\"", // a quoted CSV cell, doubled quotes undone
+        "512 MiB", "2.58", "T×T", "32 MiB at 4K tokens", "20 GB/s and 150 GFLOP/s"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) expect_text(text, want[i]);
+    // the speed-up paragraph, computed here from the fixture CSV
+    double slow = fixture_value(run_a, "kv_cache.csv", "total_ms", "mode", "nocache", "prompt_len", "256", "gen_len", "128");
+    double fast = fixture_value(run_a, "kv_cache.csv", "total_ms", "mode", "cache", "prompt_len", "256", "gen_len", "128");
+    char speedup[64];
+    snprintf(speedup, sizeof speedup, "256 + 128 tokens is %.3g×", slow / fast);
+    expect_text(text, speedup);
+    free(text);
+}
+
+// --- two runs -------------------------------------------------------------------------------
+
+static void test_compare_report(void **state) {
+    (void)state;
+    char out[700];
+    snprintf(out, sizeof out, "%s/compare.pdf", scratch);
+    ReportOptions o = options(out, NULL);
+    Error err;
+    if (report_compare(&o, run_a, run_b, &err)) fail_msg("%s", err.msg);
+    assert_true(file_exists(out));
+    require_poppler();
+    char *text = pdf_text(out);
+    static const char *want[] = {
+        "A: xeon-8375c-2c", "B: epyc-9654-16c-h200", "NVIDIA H200", "Not run on xeon-8375c-2c: no CUDA device",
+        "Figure 11: Attention on the GPU", "Not run on either machine: the speculative experiment",
+        "Figure 12a:", "Figure 12b:", "Table 2a:", "Table 2b:", "prefill (ms) B/A", "14 of 14 rows matched on 3 key columns",
+        "Summary of B/A ratios", "geo. mean", "attention_cuda.csv (only in B)"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) expect_text(text, want[i]);
+    // placeholders read A → B
+    double a = fixture_value(run_a, "kv_cache.csv", "total_ms", "mode", "cache", "prompt_len", "1024", "gen_len", "1024");
+    double b = fixture_value(run_b, "kv_cache.csv", "total_ms", "mode", "cache", "prompt_len", "1024", "gen_len", "1024");
+    double na = fixture_value(run_a, "kv_cache.csv", "total_ms", "mode", "nocache", "prompt_len", "1024", "gen_len", "1024");
+    double nb = fixture_value(run_b, "kv_cache.csv", "total_ms", "mode", "nocache", "prompt_len", "1024", "gen_len", "1024");
+    char line[128];
+    snprintf(line, sizeof line, "%.3g× → %.3g×", na / a, nb / b);
+    expect_text(text, line);
+    // a ratio cell: decode time B/A for prompt 32, cache
+    double da = fixture_value(run_a, "kv_cache.csv", "decode_ms_median", "mode", "cache", "prompt_len", "32", "gen_len", "128");
+    double db = fixture_value(run_b, "kv_cache.csv", "decode_ms_median", "mode", "cache", "prompt_len", "32", "gen_len", "128");
+    snprintf(line, sizeof line, "%.3g×", db / da);
+    expect_text(text, line);
+    free(text);
+}
+
+static void test_compare_default_path(void **state) {
+    (void)state;
+    static const char *cases[][3] = {
+        {"out/A", "out/B", "out/compare-A-vs-B.pdf"},
+        {"x/y/run-1/", "other/run-2", "x/y/compare-run-1-vs-run-2.pdf"},
+        {"A", "B", "compare-A-vs-B.pdf"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *p = compare_default_path(cases[i][0], cases[i][1]);
+        assert_string_equal(p, cases[i][2]);
+        free(p);
+    }
+}
+
+// --- mistakes -------------------------------------------------------------------------------
+
+// Render run_a with a template holding `body`; expect failure with `what`, and no new PDF.
+static void expect_render_error(const char *body, const char *what, int strict) {
+    char tmpl[700], out[700];
+    snprintf(tmpl, sizeof tmpl, "%s/bad.tmpl", scratch);
+    snprintf(out, sizeof out, "%s/bad.pdf", scratch);
+    write_text(tmpl, body);
+    write_text(out, "the previous report"); // must survive a failed render
+    ReportOptions o = report_defaults();
+    o.template_path = tmpl;
+    o.out_path = out;
+    o.figures_dir = scratch;
+    o.strict = strict;
+    Error err = {{0}};
+    assert_int_equal(report_render(&o, run_a, &err), -1);
+    if (!strstr(err.msg, what)) fail_msg("got '%s', want '%s'", err.msg, what);
+    FILE *f = fopenCheck(out, "rb");
+    char buf[64] = "";
+    assert_non_null(fgets(buf, sizeof buf, f));
+    fclose(f);
+    assert_string_equal(buf, "the previous report");
+    expect_no_temp_files(scratch);
+}
+
+static void test_template_mistakes(void **state) {
+    (void)state;
+    expect_render_error("@section A\n@figure\ncsv: kv_cache.csv\nx: prompt_len\ny: decode_ms\n@end\n",
+                        "bad.tmpl:5: unknown column 'decode_ms' in", 0);
+    expect_render_error("@section A\n\n@table\ncsv: kv_cache.csv\ncolumns: mode, speed\n@end\n",
+                        "bad.tmpl:5: unknown column 'speed'", 0);
+    expect_render_error("@section A\n@figure\ncsv: nowhere.csv\nx: a\ny: b\n@end\n", "bad.tmpl:3: unknown file 'nowhere.csv'", 0);
+    expect_render_error("Text {nowhere.csv:x} here.\n", "bad.tmpl:1: in {nowhere.csv:x}: unknown file", 0);
+    expect_render_error("@section A\nSo {kv_cache.csv:total_ms[mode=cache]}.\n", "bad.tmpl:2:", 0);
+    expect_render_error("@figure\ncsv: kv_cache.csv\nwhere: size=1\nx: prompt_len\ny: total_ms\n@end\n",
+                        "bad.tmpl:3: unknown column 'size'", 0);
+    expect_render_error("@figure\ncsv: kv_cache.csv\nx: mode\ny: total_ms\n@end\n",
+                        "bad.tmpl:3: column 'mode' of", 0); // text where a number must be
+    expect_render_error("@figure\ncsv: kv_cache.csv\nx: prompt_len\ny: total_ms\nxscale: cubic\n@end\n",
+                        "bad.tmpl:5: xscale: unknown scale 'cubic'", 0);
+    expect_render_error("@figure a\ncsv: kv_cache.csv\nx: prompt_len\ny: total_ms\n@end\n"
+                        "@figure a\ncsv: kv_cache.csv\nx: prompt_len\ny: total_ms\n@end\n",
+                        "bad.tmpl:6: figure id 'a' is already used at line 1", 0);
+    expect_render_error("@figure\ncsv: kv_cache.csv\nx: prompt_len\ny: total_ms\nwhere: mode=fast\n@end\n",
+                        "selects no rows of kv_cache.csv", 1); // only under --strict
+    expect_render_error("@section A\n@figure\ncsv: kv_cache.csv\n", "bad.tmpl:2: block has no @end", 0);
+}
+
+static void test_malformed_run_csv(void **state) {
+    (void)state;
+    char run[700], path[800], tmpl[700], out[700];
+    snprintf(run, sizeof run, "%s/run_bad", scratch);
+    mkdir(run, 0777);
+    snprintf(path, sizeof path, "%s/x.csv", run);
+    write_text(path, "a,b\n1,2\n3,\"4\n");
+    snprintf(tmpl, sizeof tmpl, "%s/x.tmpl", scratch);
+    write_text(tmpl, "@section X\n@requires x.csv\n@table\ncsv: x.csv\ncolumns: a, b\n@end\n");
+    snprintf(out, sizeof out, "%s/x.pdf", scratch);
+    ReportOptions o = report_defaults();
+    o.template_path = tmpl;
+    o.out_path = out;
+    Error err;
+    assert_int_equal(report_render(&o, run, &err), -1);
+    if (!strstr(err.msg, "x.csv:3:3: unterminated quoted field")) fail_msg("got '%s'", err.msg);
+    assert_false(file_exists(out));
+}
+
+// --- the command line ---------------------------------------------------------------------------
+
+static void test_command_line(void **state) {
+    (void)state;
+    const char *bin = getenv("INFERLAB_BIN");
+    char render[600], cmd[2000];
+    snprintf(render, sizeof render, "%s/render", bin ? bin : "bin");
+    if (access(render, X_OK) != 0) {
+        print_message("%s not built: command-line checks skipped\n", render);
+        skip();
+    }
+    int status;
+    snprintf(cmd, sizeof cmd, "'%s' --help", render);
+    char *out = command_output(cmd, &status);
+    assert_int_equal(status, 0);
+    expect_text(out, "usage: bin/render");
+    free(out);
+    static const struct {
+        const char *args;
+        int status;
+        const char *stderr_has;
+    } cases[] = {
+        {"", 2, "give one run directory"},
+        {"--bogus x", 2, "try 'bin/render --help'"},
+        {"--compare one", 2, "--compare needs two run directories"},
+        {"--dpi 72 x", 2, "--dpi '72'"},
+        {"/nonexistent/run", 1, "render: error: /nonexistent/run"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' --template '%s' %s 2>&1 >/dev/null", render, template_path, cases[i].args);
+        out = command_output(cmd, &status);
+        if (status != cases[i].status || !strstr(out, cases[i].stderr_has))
+            fail_msg("render %s: status %d, '%s'", cases[i].args, status, out);
+        free(out);
+    }
+    char small[700]; // a one-figure template keeps this quick
+    snprintf(small, sizeof small, "%s/cli.tmpl", scratch);
+    write_text(small, "@section KV\n@figure kv\ncsv: kv_cache.csv\nx: prompt_len\ny: total_ms\nseries: mode\n@end\n");
+    snprintf(cmd, sizeof cmd, "'%s' --template '%s' --out '%s/cli.pdf' --figures '%s/cli-figures' '%s' 2>&1", render, small,
+             scratch, scratch, run_a);
+    out = command_output(cmd, &status);
+    assert_int_equal(status, 0);
+    expect_text(out, "render: wrote");
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s/cli-figures/kv.png", scratch);
+    assert_true(file_exists(cmd));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_single_report),     cmocka_unit_test(test_compare_report),
+        cmocka_unit_test(test_compare_default_path), cmocka_unit_test(test_template_mistakes),
+        cmocka_unit_test(test_malformed_run_csv), cmocka_unit_test(test_command_line),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
