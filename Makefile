@@ -57,7 +57,7 @@ NVCC       ?= nvcc
 CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC)))
 NVCCFLAGS  := -O3 -std=c++17 -Ikernels -Iexperiments/engine \
               -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
-              -gencode arch=compute_90,code=compute_90 -Xcompiler -Wall,-Wextra
+              -gencode arch=compute_90,code=compute_90 -Xcompiler -Wall,-Wextra -MMD -MP
 CFLAGS     += -DINFERLAB_CUDA -I$(CUDA_HOME)/include
 LDLIBS     += -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
 endif
@@ -69,7 +69,7 @@ LIBS     := $(ENGINE_LIB) $(KERNEL_LIB) $(CUDA_LIB)
 # Libraries link as a group: kernels use the engine's checked-call helpers (common.c).
 LINK_GROUP = -Wl,--start-group $(filter %.a,$^) -Wl,--end-group
 
-.PHONY: all deps test report models clean distclean help
+.PHONY: all deps test report models compare gpu-check clean distclean help
 .SECONDARY:
 .DEFAULT_GOAL := all
 
@@ -177,6 +177,16 @@ $(OUT)/hardware_budget.csv: $(BIN)/hardware_budget $(TARGET) templates/hardware.
 $(OUT)/report.pdf: $(REPORT_CSVS) $(BIN)/render $(wildcard templates/*.tmpl templates/*/*.tmpl)
 	$(BIN)/render --out $@ $(OUT)
 endif
+
+# Overlay two run directories: make compare A=out/<hw1> B=out/<hw2>
+compare: $(BIN)/render
+	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make compare A=out/<hw1> B=out/<hw2>"; exit 2; }
+	$(BIN)/render --compare $(A) $(B)
+
+# On a machine with an NVIDIA GPU: build, run the CUDA tests and the CUDA experiments,
+# and print a summary table last.
+gpu-check:
+	scripts/gpu_check.sh out/gpu-check
 
 clean:
 	rm -rf build build-san $(BIN)

@@ -1,0 +1,102 @@
+// attention_kv.cu: the engine's attention on the GPU, fp32 (see kernels_cuda.h): query rows
+// against their sequences' KV caches, GQA-aware, with sliding window and attention sinks,
+// and the append of a step's keys and values to those caches. The GPU twin of
+// kernels/cpu/attention_kv.c; any head_dim, so it runs every model the CPU runs.
+#include "cuda_common.h"
+
+// Keys scored per step of the online softmax: one per thread of the block.
+#define KV_CHUNK 128
+#define KV_WARPS (KV_CHUNK / 32)
+
+// The keys a query at position p sees (attention_visible), in increasing order: the sinks
+// that lie before the window, then the window itself, ending at p.
+struct VisibleKeys {
+    int n_sinks; // keys 0 .. n_sinks - 1
+    int lo;      // then keys lo .. p
+    int count;
+    __device__ int key(int k) const { return k < n_sinks ? k : lo + (k - n_sinks); }
+};
+
+__device__ VisibleKeys visible_keys(int p, int window, int n_sink) {
+    int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+    int n_sinks = min(n_sink, lo);
+    return VisibleKeys{n_sinks, lo, n_sinks + p - lo + 1};
+}
+
+// One block per (row, head). Keys stream through in chunks of KV_CHUNK: each warp scores
+// keys with its lanes splitting the head dimension (coalesced reads of a key), then the
+// block rescales its running output by exp(old max - new max) and adds the chunk's
+// probability-weighted values, each thread owning some of the head's dimensions.
+__global__ void __launch_bounds__(KV_CHUNK)
+attention_rows_kernel(float *out, const float *q, float *const *keys, float *const *values, const int *pos,
+                      AttentionShape s) {
+    extern __shared__ float smem[]; // q (hd) | running output (hd) | chunk scores (KV_CHUNK)
+    __shared__ float scratch[32];
+    int r = blockIdx.x, h = blockIdx.y, hd = s.head_dim, kv_stride = s.n_kv_heads * hd;
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    float *q_s = smem, *acc = smem + hd, *p_s = smem + 2 * hd;
+    size_t kv_off = (size_t)(h / (s.n_heads / s.n_kv_heads)) * hd;
+    const float *K = keys[r] + kv_off, *V = values[r] + kv_off;
+    const float *qr = q + ((size_t)r * s.n_heads + h) * hd;
+    VisibleKeys vis = visible_keys(pos[r], s.window, s.n_sink);
+
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+        q_s[i] = qr[i];
+        acc[i] = 0.0f;
+    }
+    __syncthreads();
+    float m = -INFINITY, l = 0.0f; // running max and sum, the same in every thread
+    for (int c0 = 0; c0 < vis.count; c0 += KV_CHUNK) {
+        int n = min(KV_CHUNK, vis.count - c0);
+        for (int kk = warp; kk < n; kk += KV_WARPS) {
+            const float *kj = K + (size_t)vis.key(c0 + kk) * kv_stride;
+            float dot = 0.0f;
+            for (int i = lane; i < hd; i += 32) dot += q_s[i] * kj[i];
+            dot = warp_reduce<false>(dot);
+            if (lane == 0) p_s[kk] = dot * s.scale;
+        }
+        __syncthreads();
+        float score = threadIdx.x < n ? p_s[threadIdx.x] : -INFINITY;
+        float m_new = fmaxf(m, block_reduce<true>(score, scratch)); // finite: the chunk holds a key
+        float e = threadIdx.x < n ? expf(score - m_new) : 0.0f;
+        float alpha = expf(m - m_new); // 0 on the first chunk
+        l = l * alpha + block_reduce<false>(e, scratch);
+        m = m_new;
+        p_s[threadIdx.x] = e; // each thread rewrites only the slot it read
+        __syncthreads();
+        for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+            float a = acc[i] * alpha;
+            for (int kk = 0; kk < n; kk++) a += p_s[kk] * V[(size_t)vis.key(c0 + kk) * kv_stride + i];
+            acc[i] = a;
+        }
+        __syncthreads(); // p_s is overwritten by the next chunk
+    }
+    float *o = out + ((size_t)r * s.n_heads + h) * hd;
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) o[i] = acc[i] / l;
+}
+
+void cuda_attention_rows(float *out, const float *q, float *const *keys, float *const *values, const int *pos,
+                         int R, const AttentionShape *shape) {
+    if (R <= 0) return;
+    if (shape->n_heads > 65535) die("cuda_attention_rows: %d heads exceed the grid's 65535", shape->n_heads);
+    size_t smem = (2 * (size_t)shape->head_dim + KV_CHUNK) * sizeof(float);
+    attention_rows_kernel<<<dim3(R, shape->n_heads), KV_CHUNK, smem>>>(out, q, keys, values, pos, *shape);
+    cudaCheckLaunch();
+}
+
+__global__ void kv_append_kernel(float *const *keys, float *const *values, const float *k, const float *v,
+                                 const int *pos, int kv_dim, size_t n) {
+    GRID_STRIDE_LOOP(idx, n) {
+        size_t r = idx / kv_dim, at = (size_t)pos[r] * kv_dim + idx % kv_dim;
+        keys[r][at] = k[idx];
+        values[r][at] = v[idx];
+    }
+}
+
+void cuda_kv_append(float *const *keys, float *const *values, const float *k, const float *v, const int *pos,
+                    int R, int kv_dim) {
+    size_t n = (size_t)R * kv_dim;
+    if (n == 0) return;
+    kv_append_kernel<<<elementwise_blocks(n), 256>>>(keys, values, k, v, pos, kv_dim, n);
+    cudaCheckLaunch();
+}

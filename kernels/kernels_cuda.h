@@ -1,0 +1,194 @@
+// kernels_cuda.h: the CUDA backend of inferlab's kernels (kernels/cuda/*.cu), callable from C.
+// Built only when nvcc is found (the Makefile then defines INFERLAB_CUDA); C code that uses it
+// guards itself with #ifdef INFERLAB_CUDA.
+//
+// Tensor pointers are device (GPU memory) pointers unless a comment says host; shapes and
+// layouts are those of the CPU twins in kernels.h (row-major; a weight w of shape (d, n)
+// maps an input row of n to an output row of d). All work runs on the default stream, in
+// order; functions that return host data synchronise. Every CUDA and cuBLAS call is checked:
+// a failure prints the file and line of the call and exits (llm.c's cudaCheck style).
+//
+// Usage:
+//   char why[256];
+//   if (!cuda_available(why, sizeof why)) { printf("skipped: %s\n", why); return; }
+//   cuda_init();
+//   float *x = cudaMallocCheck(n * sizeof(float));  ... cuda_rmsnorm(x, x, w, T, C, eps) ...
+//   cuda_free(x);
+//   cuda_shutdown();
+#pragma once
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" { // the C headers below carry no linkage guards of their own
+#endif
+
+#include "bench.h"
+#include "common.h"
+#include "kernels.h"
+
+// ---- device, memory, conversion (kernels/cuda/runtime.cu) ---------------------------------
+
+// Element types on the device.
+typedef enum { CUDA_FP32 = 0, CUDA_FP16, CUDA_BF16 } CudaDtype;
+
+size_t cuda_dtype_size(CudaDtype t);
+const char *cuda_dtype_name(CudaDtype t); // "fp32", "fp16", "bf16"
+// Parse a dtype name; -1 on an unknown one.
+int cuda_dtype_from_name(const char *name);
+
+// 1 when a CUDA device can be used; otherwise 0 and why (for example the runtime's
+// "CUDA driver version is insufficient for CUDA runtime version", or "no CUDA device").
+// Safe to call on a machine without a driver: that is a skip, not an error.
+int cuda_available(char *why, size_t why_len);
+
+// Select device 0 and create the cuBLAS handle; dies if no device. cuda_shutdown undoes it.
+void cuda_init(void);
+void cuda_shutdown(void);
+
+// "NVIDIA H200, sm_90, 132 SMs, 140.4 GiB" into buf.
+void cuda_device_name(char *buf, size_t len);
+
+// Device allocations go through a tracking allocator so benchmarks can report the peak
+// bytes held, as PyTorch's max_memory_allocated does. cudaMallocCheck dies (naming the
+// call site) when the device is out of memory; cuda_try_malloc returns NULL instead.
+void *cuda_malloc_at(size_t bytes, const char *file, int line);
+#define cudaMallocCheck(bytes) cuda_malloc_at(bytes, __FILE__, __LINE__)
+void *cuda_try_malloc(size_t bytes);
+void cuda_free(void *p_dev); // NULL is allowed
+size_t cuda_allocated_bytes(void);
+size_t cuda_peak_bytes(void);
+void cuda_reset_peak(void);  // peak := what is allocated now
+
+void cuda_upload(void *dst_dev, const void *src, size_t bytes);
+void cuda_download(void *dst, const void *src_dev, size_t bytes);
+void cuda_synchronize(void);
+
+// dst[i] = (dst_t) src[i] for n elements, on the device (round to nearest even).
+void cuda_convert(void *dst_dev, CudaDtype dst_t, const void *src_dev, CudaDtype src_t, size_t n);
+// Host arrays: float to a dtype and back, via the device (round to nearest even).
+void cuda_round_trip(float *x, size_t n, CudaDtype t); // x := (float)(t)x
+// Fill n elements of type t with N(0, std) numbers from a counter-based generator:
+// the same seed gives the same values on every GPU.
+void cuda_fill_normal(void *x_dev, CudaDtype t, size_t n, float std, unsigned long long seed);
+
+// Time the device work that fn(ctx) enqueues: warmup untimed calls, then reps calls, each
+// between its own pair of CUDA events (ms).
+BenchStats cuda_bench_run(void (*fn)(void *ctx), void *ctx, int warmup, int reps);
+
+// ---- pointwise and row kernels, fp32 (kernels/cuda/pointwise.cu) --------------------------
+// Same contracts as the CPU kernels in kernels.h, with device pointers.
+
+void cuda_rmsnorm(float *out, const float *x, const float *weight, int T, int C, float eps);
+void cuda_softmax_rows(float *x, int rows, int n);
+void cuda_swiglu(float *out, const float *gate, const float *up, int T, int H);
+// x += y, n elements (the residual adds).
+void cuda_add(float *x, const float *y, size_t n);
+// rope_rotate for R rows at once: row r of x (R, n_heads * head_dim) is at position pos[r].
+// pos (R) and inv_freq (head_dim / 2) are device arrays.
+void cuda_rope(float *x, int R, int n_heads, int head_dim, const int *pos, const float *inv_freq,
+               float mscale);
+// out (R, C) fp32 = rows tokens[r] of table (V, C) of type t; tokens is a device array.
+void cuda_embedding(float *out, const void *table, CudaDtype t, const int *tokens, int R, int C);
+// out[r] = index of the largest element of row r of x (rows, n) (first one on ties);
+// out is a device array. Greedy decoding without copying the logits back.
+void cuda_argmax_rows(int *out, const float *x, int rows, int n);
+
+// ---- matmul: cuBLAS wrappers (kernels/cuda/gemm.cu) -----------------------------------------
+
+// Precision of a matmul: its inputs' storage type and its math. Output and accumulation are fp32.
+//   FP32  fp32 inputs, fp32 FMA (the CPU's numbers, to 1e-4)
+//   TF32  fp32 inputs, tensor cores rounding inputs to TF32 (10-bit mantissa)
+//   FP16  fp16 inputs, tensor cores
+//   BF16  bf16 inputs, tensor cores
+typedef enum { GEMM_FP32 = 0, GEMM_TF32, GEMM_FP16, GEMM_BF16 } GemmMode;
+
+const char *gemm_mode_name(GemmMode m); // "fp32", "tf32", "fp16", "bf16"
+int gemm_mode_from_name(const char *name); // -1 on an unknown name
+CudaDtype gemm_input_dtype(GemmMode m);
+
+// out (T, d) fp32 = x (T, n) @ w (d, n)^T; x and w in gemm_input_dtype(mode).
+void cuda_matmul(float *out, const void *x, const void *w, int T, int n, int d, GemmMode mode);
+
+// The rate of an (M, N, K) matmul in this mode on random inputs: warmup untimed calls, then
+// reps timed with CUDA events. flops = 2 M N K. Returns TFLOP/s at the median time.
+double cuda_matmul_bench(GemmMode mode, int M, int N, int K, int warmup, int reps, BenchStats *time);
+
+// ---- model attention against KV caches, fp32 (kernels/cuda/attention_kv.cu) ---------------
+
+// attention_kv for R query rows that may belong to different sequences (a batched decode
+// step, or the rows of one prefill chunk): row r of q (R, n_heads, head_dim) is at position
+// pos[r] and attends to keys 0 .. pos[r] (window and sinks as in attention_visible) stored
+// in keys[r], values[r], each (>= pos[r] + 1, n_kv_heads, head_dim).
+// pos, keys and values are device arrays (of device pointers). out (R, n_heads, head_dim).
+// Any head_dim; online softmax over key chunks, so no score buffer grows with the context.
+void cuda_attention_rows(float *out, const float *q, float *const *keys, float *const *values,
+                         const int *pos, int R, const AttentionShape *shape);
+
+// Write row r of k and v (R, kv_dim) at position pos[r] of keys[r] / values[r] (device
+// arrays as above): appending a step's keys and values to each sequence's cache.
+void cuda_kv_append(float *const *keys, float *const *values, const float *k, const float *v,
+                    const int *pos, int R, int kv_dim);
+
+// ---- full-sequence attention: naive vs flash (project 15) ----------------------------------
+// q, k, v, out: (B, H, T, D) contiguous on the device, all of one dtype, 16-byte aligned
+// (as cudaMallocCheck returns them); scale 1/sqrt(D); causal: query t sees keys j <= t.
+
+// Naive (kernels/cuda/attention_naive.cu), as PyTorch code without a fused kernel runs it:
+// scores S = scale Q K^T by a cuBLAS strided-batched GEMM into a (B, H, T, T) buffer, a
+// softmax kernel (with the causal mask) into a second (B, H, T, T) buffer P, then O = P V by
+// another batched GEMM. Any D, fp32 / fp16 / bf16 (S and P in that dtype; fp32 accumulation).
+// workspace: cuda_attention_naive_workspace() bytes (S and P).
+size_t cuda_attention_naive_workspace(int B, int H, int T, CudaDtype t);
+void cuda_attention_naive(void *out, const void *q, const void *k, const void *v, void *workspace,
+                          int B, int H, int T, int D, CudaDtype t, int causal);
+
+// Flash (kernels/cuda/attention_flash.cu): our FlashAttention-2-style forward kernel. Each
+// block takes 64 queries of one (b, h) and streams 64-key tiles of K and V through shared
+// memory (double-buffered with cp.async); tensor-core MMAs (mma.sync m16n8k16, fp32
+// accumulation) compute the scores and P V; an online softmax (running max and sum per
+// row) keeps O exact without storing scores; causal runs skip tiles above the diagonal.
+// No workspace.
+// Supports fp16 and bf16 with D = 64 or 128: cuda_attention_flash_supported says so.
+int cuda_attention_flash_supported(int D, CudaDtype t);
+void cuda_attention_flash(void *out, const void *q, const void *k, const void *v, int B, int H,
+                          int T, int D, CudaDtype t, int causal);
+
+// No third contender from cuDNN: its fused attention is reachable from C only through the
+// backend descriptor API, as a hand-built graph (Q K^T matmul, scale, causal mask from
+// generated indices, a five-op softmax, P V matmul: some twenty tensor and a dozen operation
+// descriptors) that its runtime-fusion engine must recognise exactly, with nothing here to
+// test it on; cuDNN 9.19's one-op SDPA_FWD descriptor has no causal attribute in its header
+// and no documented use from the backend API. The supported route is the C++
+// cudnn-frontend, which is not packaged here.
+
+// ---- the benchmark behind attention_kernels --backend cuda (kernels/cuda/attention_bench.cu)
+
+typedef enum { CUDA_ATTN_NAIVE = 0, CUDA_ATTN_FLASH } CudaAttnImpl;
+const char *cuda_attn_impl_name(CudaAttnImpl impl); // "naive", "flash"
+
+typedef struct {
+    int B, H, T, D;
+    CudaDtype dtype;
+    int causal;
+} CudaAttnShape;
+
+typedef struct {
+    BenchStats time;      // CUDA-event times of one call after warm-up, ms
+    double flops;         // 4 B H T^2 D, halved when causal (the work a causal kernel must do)
+    double tflops;        // flops / median time
+    size_t peak_bytes;    // peak device bytes held while it ran: q, k, v, out and its workspace
+    double max_abs_error; // vs the double-precision CPU reference on the inputs as rounded
+    double max_rel_error; // max_abs_error / max |reference|
+    int rows_checked;     // query rows compared (a spread sample: the whole reference is O(T^2))
+} CudaAttnResult;
+
+// Random N(0, 1) q, k, v of the shape (from seed), warmup untimed calls, reps timed calls,
+// then the error check. Returns 0, or -1 with err set when the implementation does not
+// support the shape or it does not fit in device memory (nothing is left allocated).
+int cuda_attention_bench(CudaAttnImpl impl, const CudaAttnShape *s, int warmup, int reps,
+                         unsigned long long seed, CudaAttnResult *r, Error *err);
+
+#ifdef __cplusplus
+}
+#endif
