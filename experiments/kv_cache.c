@@ -4,10 +4,12 @@
 //
 // Greedy generation of the same tokens two ways: with a KV cache (prefill the prompt once,
 // then one decode step per token) and without (every new token recomputes the whole
-// sequence). The run stops with an error if the two ever pick different tokens.
+// sequence). The run stops with an error if the two ever pick different tokens. Uncached
+// steps cost a forward pass over the whole sequence so far; in long generations every
+// stride-th of them is timed (column timed_steps) and the total interpolates between them.
 // Writes under --out:
 //   kv_cache_runs.csv    prompt_len, gen_len, mode -> prefill, per-token decode, total times
-//   kv_cache_speedup.csv prompt_len, gen_len -> measured speed-up and the theoretical FLOP ratio
+//   kv_cache_speedup.csv prompt_len, gen_len (setting "P+G") -> measured speed-up and the theoretical FLOP ratio
 //   kv_cache_steps.csv   mode, position -> latency of each decode step (the longest setting)
 //   kv_cache_memory.csv  n_layers, n_kv_heads, context_len -> measured vs formula bytes
 #include <malloc.h>
@@ -30,13 +32,6 @@ typedef struct {
     int prompt_len, gen_len;
 } Setting;
 
-// One greedy generation: the tokens picked and the time of every step. Step 0 is the
-// prompt pass (prefill, or the first full forward); step i > 0 produced token i.
-typedef struct {
-    int *tokens;      // (prompt_len + gen_len)
-    double *step_ms;  // (gen_len)
-} Run;
-
 static int argmax(const float *x, int n) {
     int best = 0;
     for (int i = 1; i < n; i++)
@@ -44,38 +39,84 @@ static int argmax(const float *x, int n) {
     return best;
 }
 
-static void generate(Model *m, Mode mode, const int *prompt, Setting st, Run *run) {
+// Cached greedy generation, every step timed. Step 0 prefills the prompt and picks token
+// P; step i > 0 decodes token P + i - 1 and picks token P + i.
+// tokens (P + G): prompt in, generated tokens out; step_ms (G).
+static void generate_cached(Model *m, Setting st, int *tokens, double *step_ms) {
     const Config *c = &m->config;
-    int total = st.prompt_len + st.gen_len;
     float *logits = mallocCheck((size_t)c->vocab_size * sizeof(float));
-    memcpy(run->tokens, prompt, st.prompt_len * sizeof(int));
     KVCache cache;
     RunState s;
-    if (mode == MODE_CACHE) {
-        kv_cache_alloc(&cache, c->n_layers, c->n_kv_heads, c->head_dim, total);
-        runstate_alloc(&s, c, st.prompt_len < 512 ? st.prompt_len : 512);
-    }
+    kv_cache_alloc(&cache, c->n_layers, c->n_kv_heads, c->head_dim, st.prompt_len + st.gen_len);
+    runstate_alloc(&s, c, st.prompt_len < 512 ? st.prompt_len : 512);
     KVCache *caches[1] = {&cache};
     for (int i = 0; i < st.gen_len; i++) {
         int n = st.prompt_len + i; // tokens known so far
         double t0 = now_seconds();
-        if (mode == MODE_NO_CACHE) model_forward_full(m, run->tokens, n, logits, 0);
-        else if (i == 0) model_prefill(m, &s, &cache, run->tokens, n, logits, 0);
-        else model_decode(m, &s, caches, &run->tokens[n - 1], 1, logits);
-        run->tokens[n] = argmax(logits, c->vocab_size);
-        run->step_ms[i] = 1e3 * (now_seconds() - t0);
+        if (i == 0) model_prefill(m, &s, &cache, tokens, n, logits, 0);
+        else model_decode(m, &s, caches, &tokens[n - 1], 1, logits);
+        tokens[n] = argmax(logits, c->vocab_size);
+        step_ms[i] = 1e3 * (now_seconds() - t0);
     }
-    if (mode == MODE_CACHE) {
-        runstate_free(&s);
-        kv_cache_free(&cache);
+    runstate_free(&s);
+    kv_cache_free(&cache);
+    free(logits);
+}
+
+// Uncached generation: step i recomputes the whole sequence of P + i tokens. Its cost
+// depends only on that length, so long generations time every stride-th step (at most
+// MAX_TIMED_STEPS, always the first and the last) and integrate the total from them.
+#define MAX_TIMED_STEPS 64
+
+static int timed_steps(int gen_len, int *steps) {
+    int stride = (gen_len - 1 + MAX_TIMED_STEPS - 2) / (MAX_TIMED_STEPS - 1);
+    if (stride < 1) stride = 1;
+    int n = 0;
+    for (int i = 0; i < gen_len; i += stride) steps[n++] = i;
+    if (steps[n - 1] != gen_len - 1) steps[n++] = gen_len - 1;
+    return n;
+}
+
+// Time the uncached steps listed in `steps` on the cached run's tokens; each must pick
+// the same token the cached run picked. step_ms (n_steps).
+static void time_uncached(Model *m, Setting st, const int *tokens, const int *steps, int n_steps, double *step_ms) {
+    float *logits = mallocCheck((size_t)m->config.vocab_size * sizeof(float));
+    for (int k = 0; k < n_steps; k++) {
+        int n = st.prompt_len + steps[k];
+        double t0 = now_seconds();
+        model_forward_full(m, tokens, n, logits, 0);
+        int picked = argmax(logits, m->config.vocab_size);
+        step_ms[k] = 1e3 * (now_seconds() - t0);
+        if (picked != tokens[n])
+            die("kv_cache %d+%d: without the cache position %d picks token %d, with it %d", st.prompt_len, st.gen_len,
+                n, picked, tokens[n]);
     }
     free(logits);
 }
 
-static double sum(const double *x, int n) {
-    double s = 0.0;
-    for (int i = 0; i < n; i++) s += x[i];
-    return s;
+// Uncached generation picks exactly the cached run's tokens iff, in one forward pass over
+// the whole sequence, the argmax at every position P-1 .. P+G-2 is the next token (by
+// induction over the steps). Covers the steps time_uncached skipped.
+static void check_uncached_agrees(Model *m, Setting st, const int *tokens) {
+    int n = st.prompt_len + st.gen_len - 1, V = m->config.vocab_size;
+    float *logits = mallocCheck((size_t)n * V * sizeof(float)); // (n, V)
+    model_forward_full(m, tokens, n, logits, 1);
+    for (int p = st.prompt_len - 1; p < n; p++)
+        if (argmax(logits + (size_t)p * V, V) != tokens[p + 1])
+            die("kv_cache %d+%d: without the cache position %d picks another token than with it", st.prompt_len,
+                st.gen_len, p + 1);
+    free(logits);
+}
+
+// Trapezoid integral of step times sampled at step indices `steps` over all gen_len
+// steps; the plain sum when every step was timed.
+static double integrate_steps(const int *steps, const double *ms, int n_steps) {
+    double total = ms[0];
+    for (int k = 1; k < n_steps; k++) {
+        int gap = steps[k] - steps[k - 1];
+        total += gap * (ms[k] + ms[k - 1]) / 2 + (ms[k] - ms[k - 1]) / 2; // steps[k-1]+1 .. steps[k]
+    }
+    return total;
 }
 
 // Index of the run whose total is the median (the lower middle one for an even count).
@@ -105,46 +146,69 @@ typedef struct {
     CsvWriter runs, speedup, steps;
 } Outputs;
 
-// Generate with both modes `reps` times; keep the run whose total time is the median.
+// The timings of one mode over `reps` repetitions: steps (reps, n_steps) at step indices
+// step_index, and each repetition's total.
+typedef struct {
+    int n_steps, *step_index;
+    double *steps, *totals;
+} ModeTimes;
+
+static void write_mode(Outputs *out, const Config *c, Setting st, Mode mode, const ModeTimes *t, int reps,
+                       int write_steps) {
+    const double *kept = t->steps + (size_t)median_index(t->totals, reps) * t->n_steps;
+    BenchStats tot = bench_stats(t->totals, reps);
+    // decode = every timed step after the first (the prompt pass)
+    BenchStats dec = t->n_steps > 1 ? bench_stats(kept + 1, t->n_steps - 1) : (BenchStats){0};
+    csv_row(&out->runs, "%d,%d,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%d,%.6g", st.prompt_len, st.gen_len,
+            MODE_NAMES[mode], kept[0], dec.median_ms, dec.p10_ms, dec.p90_ms, tot.median_ms, tot.p10_ms, tot.p90_ms,
+            reps, t->n_steps, generation_flops(c, st, mode));
+    if (write_steps)
+        for (int k = 1; k < t->n_steps; k++)
+            csv_row(&out->steps, "%s,%d,%.6g", MODE_NAMES[mode], st.prompt_len + t->step_index[k] - 1, kept[k]);
+}
+
+// Generate with the cache `reps` times, then time the uncached steps `reps` times on the
+// same tokens; report the repetition whose total is the median.
 static void measure_setting(Model *m, Setting st, int reps, int write_steps, Outputs *out) {
     const Config *c = &m->config;
-    int total = st.prompt_len + st.gen_len;
-    int *prompt = mallocCheck(st.prompt_len * sizeof(int));
+    int total = st.prompt_len + st.gen_len, G = st.gen_len;
+    int *tokens = mallocCheck(total * sizeof(int)), *again = mallocCheck(total * sizeof(int));
     uint64_t rng = rng_seed(1000003u * st.prompt_len + st.gen_len);
-    for (int i = 0; i < st.prompt_len; i++) prompt[i] = (int)(rng_u64(&rng) % c->vocab_size);
+    for (int i = 0; i < st.prompt_len; i++) tokens[i] = (int)(rng_u64(&rng) % c->vocab_size);
+    memcpy(again, tokens, st.prompt_len * sizeof(int));
 
-    double median_total[2];
-    int *reference_tokens = mallocCheck(total * sizeof(int));
-    for (int mode = 0; mode < 2; mode++) {
-        Run run = {mallocCheck(total * sizeof(int)), mallocCheck(st.gen_len * sizeof(double))};
-        double *totals = mallocCheck(reps * sizeof(double));
-        double *steps = mallocCheck((size_t)reps * st.gen_len * sizeof(double)); // (reps, gen_len)
-        for (int r = 0; r < reps; r++) {
-            cli_progress("kv_cache %d+%d %s rep %d/%d", st.prompt_len, st.gen_len, MODE_NAMES[mode], r + 1, reps);
-            generate(m, mode, prompt, st, &run);
-            if (mode == MODE_CACHE && r == 0) memcpy(reference_tokens, run.tokens, total * sizeof(int));
-            else if (memcmp(reference_tokens, run.tokens, total * sizeof(int)) != 0)
-                die("kv_cache %d+%d: %s generation picked different tokens than cached generation", st.prompt_len,
-                    st.gen_len, MODE_NAMES[mode]);
-            totals[r] = sum(run.step_ms, st.gen_len);
-            memcpy(steps + (size_t)r * st.gen_len, run.step_ms, st.gen_len * sizeof(double));
-        }
-        const double *kept_steps = steps + (size_t)median_index(totals, reps) * st.gen_len;
-        BenchStats tot = bench_stats(totals, reps);
-        median_total[mode] = tot.median_ms;
-        BenchStats dec = st.gen_len > 1 ? bench_stats(kept_steps + 1, st.gen_len - 1) : (BenchStats){0};
-        csv_row(&out->runs, "%d,%d,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%.6g", st.prompt_len, st.gen_len,
-                MODE_NAMES[mode], kept_steps[0], dec.median_ms, dec.p10_ms, dec.p90_ms, tot.median_ms, tot.p10_ms,
-                tot.p90_ms, reps, generation_flops(c, st, mode));
-        if (write_steps)
-            for (int i = 1; i < st.gen_len; i++)
-                csv_row(&out->steps, "%s,%d,%.6g", MODE_NAMES[mode], st.prompt_len + i - 1, kept_steps[i]);
-        free(run.tokens); free(run.step_ms); free(totals); free(steps);
+    int *all_steps = mallocCheck(G * sizeof(int)), *some_steps = mallocCheck(G * sizeof(int));
+    for (int i = 0; i < G; i++) all_steps[i] = i;
+    ModeTimes times[2] = {
+        {G, all_steps, mallocCheck((size_t)reps * G * sizeof(double)), mallocCheck(reps * sizeof(double))},
+        {timed_steps(G, some_steps), some_steps, mallocCheck((size_t)reps * G * sizeof(double)),
+         mallocCheck(reps * sizeof(double))}};
+    for (int r = 0; r < reps; r++) {
+        cli_progress("kv_cache %d+%d cache rep %d/%d", st.prompt_len, G, r + 1, reps);
+        double *ms = times[MODE_CACHE].steps + (size_t)r * G;
+        generate_cached(m, st, r == 0 ? tokens : again, ms);
+        if (r > 0 && memcmp(tokens, again, total * sizeof(int)) != 0)
+            die("kv_cache %d+%d: cached generation is not reproducible", st.prompt_len, G);
+        times[MODE_CACHE].totals[r] = integrate_steps(all_steps, ms, G);
     }
+    for (int r = 0; r < reps; r++) {
+        cli_progress("kv_cache %d+%d no_cache rep %d/%d", st.prompt_len, G, r + 1, reps);
+        ModeTimes *t = &times[MODE_NO_CACHE];
+        double *ms = t->steps + (size_t)r * t->n_steps;
+        time_uncached(m, st, tokens, t->step_index, t->n_steps, ms);
+        t->totals[r] = integrate_steps(t->step_index, ms, t->n_steps);
+    }
+    if (times[MODE_NO_CACHE].n_steps < G) check_uncached_agrees(m, st, tokens);
+
+    for (int mode = 0; mode < 2; mode++) write_mode(out, c, st, mode, &times[mode], reps, write_steps);
+    double speedup = bench_stats(times[1].totals, reps).median_ms / bench_stats(times[0].totals, reps).median_ms;
     double flop_ratio = generation_flops(c, st, MODE_NO_CACHE) / generation_flops(c, st, MODE_CACHE);
-    csv_row(&out->speedup, "%d,%d,%.6g,%.6g", st.prompt_len, st.gen_len, median_total[1] / median_total[0], flop_ratio);
-    free(prompt);
-    free(reference_tokens);
+    csv_row(&out->speedup, "%d,%d,%d+%d,%.6g,%.6g", st.prompt_len, G, st.prompt_len, G, speedup, flop_ratio);
+    for (int mode = 0; mode < 2; mode++) {
+        free(times[mode].steps);
+        free(times[mode].totals);
+    }
+    free(all_steps); free(some_steps); free(tokens); free(again);
 }
 
 // Bytes the allocator hands out for a cache of this shape (mallinfo2 before / after),
@@ -189,21 +253,26 @@ int main(int argc, char **argv) {
     // The pair settings the seeds quote (256 + 128, 1K + 1K), then prompt and generation sweeps.
     static const Setting full_settings[] = {{256, 128}, {1024, 1024}, {32, 64}, {64, 64}, {128, 64}, {512, 64},
                                             {1024, 64}, {32, 32}, {32, 128}, {32, 256}, {32, 512}};
-    static const Setting quick_settings[] = {{64, 32}, {128, 64}, {16, 16}, {32, 16}, {16, 32}};
+    static const Setting quick_settings[] = {{256, 128}, {1024, 1024}, {128, 64}, {16, 64}, {64, 64}, {32, 32}, {32, 128}};
     const Setting *settings = quick ? quick_settings : full_settings;
-    int n_settings = quick ? 5 : (int)(sizeof full_settings / sizeof full_settings[0]);
+    int n_settings = quick ? (int)(sizeof quick_settings / sizeof quick_settings[0])
+                           : (int)(sizeof full_settings / sizeof full_settings[0]);
     int reps = quick ? 1 : 3;
 
     char path[1024];
     Outputs out;
     snprintf(path, sizeof path, "%s/kv_cache_runs.csv", common.out_dir);
     out.runs = csv_open(path, "prompt_len,gen_len,mode,prefill_ms,decode_ms_median,decode_ms_p10,decode_ms_p90,"
-                              "total_ms_median,total_ms_p10,total_ms_p90,reps,flops");
+                              "total_ms_median,total_ms_p10,total_ms_p90,reps,timed_steps,flops");
     snprintf(path, sizeof path, "%s/kv_cache_speedup.csv", common.out_dir);
-    out.speedup = csv_open(path, "prompt_len,gen_len,speedup,flop_ratio");
+    out.speedup = csv_open(path, "prompt_len,gen_len,setting,speedup,flop_ratio");
     snprintf(path, sizeof path, "%s/kv_cache_steps.csv", common.out_dir);
     out.steps = csv_open(path, "mode,position,step_ms");
-    for (int i = 0; i < n_settings; i++) measure_setting(&m, settings[i], reps, i == 1, &out);
+    int longest = 0; // its per-step latencies go to kv_cache_steps.csv
+    for (int i = 1; i < n_settings; i++)
+        if (settings[i].prompt_len + settings[i].gen_len > settings[longest].prompt_len + settings[longest].gen_len)
+            longest = i;
+    for (int i = 0; i < n_settings; i++) measure_setting(&m, settings[i], reps, i == longest, &out);
     cli_progress_done();
 
     snprintf(path, sizeof path, "%s/kv_cache_memory.csv", common.out_dir);
@@ -223,8 +292,8 @@ int main(int argc, char **argv) {
     hw_probe(&hw);
     char sum_hex[17];
     if (meta_file_checksum(model_path, sum_hex, &err) != 0) die("%s", err.msg);
-    MetaEntry extra[] = {{"kv_cache_model_fnv1a64", sum_hex}};
-    if (meta_write(common.out_dir, &hw, common.profile, extra, 1, &err) != 0) die("%s", err.msg);
+    MetaEntry extra[] = {{"kv_cache_model", model_path}, {"kv_cache_model_fnv1a64", sum_hex}};
+    if (meta_write(common.out_dir, &hw, common.profile, extra, 2, &err) != 0) die("%s", err.msg);
     model_free(&m);
     return 0;
 }
