@@ -1,0 +1,239 @@
+// test_e2e.c: the whole pipeline, end to end: `make report PROFILE=quick OUT=<tmp>` must
+// leave every CSV with its header and row count, and a PDF whose text holds each section
+// and numbers taken from the CSVs; a second run of the experiments with the same seeds must
+// reproduce every non-timing column exactly.
+// Run from the repository root: make test (it sets INFERLAB_ROOT); takes a minute or two.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "csv.h"
+
+static char root[512], out_dir[256], again_dir[256];
+
+#define MAX_FIELDS 64
+
+// A CSV read whole: rows of fields (row 0 is the header).
+typedef struct {
+    int n_rows, n_cols;
+    char ***cells; // (n_rows, n_cols)
+} Csv;
+
+// One CSV record, which may span lines inside a quoted field (an odd count of quotes so
+// far means the field is still open; inner quotes are doubled). Line breaks are dropped.
+static int read_record(FILE *f, char *rec, size_t size) {
+    size_t len = 0, quotes = 0;
+    rec[0] = '\0';
+    while (fgets(rec + len, (int)(size - len), f)) {
+        for (char *p = rec + len; *p; p++) quotes += *p == '"';
+        len += strcspn(rec + len, "\r\n");
+        rec[len] = '\0';
+        if (quotes % 2 == 0) return 1;
+        if (len + 2 >= size) fail_msg("CSV record longer than %zu bytes", size);
+        rec[len++] = '\n';
+    }
+    return len > 0;
+}
+
+static Csv read_csv(const char *dir, const char *name) {
+    char path[1300], line[65536];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    if (!f) fail_msg("%s is missing", path);
+    Csv c = {0, 0, NULL};
+    while (read_record(f, line, sizeof line)) {
+        char *split[MAX_FIELDS];
+        int n = csv_split(line, split, MAX_FIELDS); // in place: one call only
+        if (n < 0 || n > MAX_FIELDS) fail_msg("%s:%d: malformed record", path, c.n_rows + 1);
+        if (c.n_rows == 0) c.n_cols = n;
+        if (n != c.n_cols) fail_msg("%s:%d: %d fields, header has %d", path, c.n_rows + 1, n, c.n_cols);
+        char **fields = mallocCheck(n * sizeof(char *));
+        for (int i = 0; i < n; i++) fields[i] = strdup(split[i]);
+        c.cells = reallocCheck(c.cells, (c.n_rows + 1) * sizeof(char **));
+        c.cells[c.n_rows++] = fields;
+    }
+    fclose(f);
+    return c;
+}
+
+static void free_csv(Csv *c) {
+    for (int r = 0; r < c->n_rows; r++) {
+        for (int i = 0; i < c->n_cols; i++) free(c->cells[r][i]);
+        free(c->cells[r]);
+    }
+    free(c->cells);
+}
+
+static int column(const Csv *c, const char *name) {
+    for (int i = 0; i < c->n_cols; i++)
+        if (strcmp(c->cells[0][i], name) == 0) return i;
+    fail_msg("no column %s", name);
+    return -1;
+}
+
+static void run(const char *cmd) {
+    if (system(cmd) != 0) fail_msg("command failed: %s", cmd);
+}
+
+static int setup(void **state) {
+    (void)state;
+    const char *r = getenv("INFERLAB_ROOT");
+    snprintf(root, sizeof root, "%s", r ? r : ".");
+    char tmpl[] = "/tmp/inferlab-e2e-XXXXXX";
+    if (!mkdtemp(tmpl)) return -1;
+    snprintf(out_dir, sizeof out_dir, "%s/run", tmpl);
+    snprintf(again_dir, sizeof again_dir, "%s/again", tmpl);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "make -s -C %s report PROFILE=quick OUT=%s > %s.log 2>&1 || { tail -30 %s.log; exit 1; }",
+             root, out_dir, out_dir, out_dir);
+    fprintf(stderr, "e2e: make report PROFILE=quick OUT=%s\n", out_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[2400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s %s.log", out_dir, again_dir, out_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+// The quick profile's sweeps fix every table's size (see each experiment's settings).
+static const struct {
+    const char *file, *header;
+    int rows;
+} EXPECTED[] = {
+    {"kv_cache_runs.csv", "prompt_len,gen_len,mode,prefill_ms,decode_ms_median,decode_ms_p10,decode_ms_p90,"
+                          "total_ms_median,total_ms_p10,total_ms_p90,reps,timed_steps,flops", 14},
+    {"kv_cache_speedup.csv", "prompt_len,gen_len,setting,speedup,flop_ratio", 7},
+    {"kv_cache_steps.csv", "mode,position,step_ms", 1023 + 61},
+    {"kv_cache_memory.csv", "n_layers,n_kv_heads,head_dim,context_len,element_bytes,cache_bytes,allocated_bytes,"
+                            "formula_bytes", 15},
+    {"sampling_temperature.csv", "temperature,positions,entropy_nats_mean,entropy_nats_p10,entropy_nats_p90,"
+                                 "uniform_entropy_nats,heldout_nll_nats,prompts,gen_tokens,gen_words,distinct_1,"
+                                 "distinct_2,repeat_4gram_rate,drift_word_frac,gen_nll_nats", 21},
+    {"sampling_filters.csv", "filter,value,positions,candidates_mean,candidates_p10,candidates_median,"
+                             "candidates_p90,mass_kept,entropy_nats_mean", 32},
+    {"sampling_penalty.csv", "decoding,temperature,repetition_penalty,prompts,gen_tokens,gen_words,distinct_1,"
+                             "distinct_2,repeat_4gram_rate,drift_word_frac,gen_nll_nats", 22},
+    {"sampling_samples.csv", "setting,temperature,top_k,top_p,repetition_penalty,seed,tokens,prompt,text", 7},
+    {"attention_kernels.csv", "seq_len,causal,impl,batch,heads,head_dim,threads,reps,time_ms_median,time_ms_p10,"
+                              "time_ms_p90,gflop_s,work_bytes,io_bytes,max_abs_err", 8},
+    {"hardware_budget.csv", NULL, 144},
+    {"roofline.csv", NULL, 43},
+};
+
+static void test_csv_headers_and_rows(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof EXPECTED / sizeof EXPECTED[0]; i++) {
+        char path[1300], header[4096];
+        snprintf(path, sizeof path, "%s/%s", out_dir, EXPECTED[i].file);
+        FILE *f = fopen(path, "r");
+        if (!f) fail_msg("%s is missing", path);
+        if (!fgets(header, sizeof header, f)) fail_msg("%s is empty", path);
+        header[strcspn(header, "\r\n")] = '\0';
+        fclose(f);
+        if (EXPECTED[i].header && strcmp(header, EXPECTED[i].header) != 0)
+            fail_msg("%s header:\n  got  %s\n  want %s", EXPECTED[i].file, header, EXPECTED[i].header);
+        Csv c = read_csv(out_dir, EXPECTED[i].file);
+        if (c.n_rows - 1 != EXPECTED[i].rows)
+            fail_msg("%s: %d rows, want %d", EXPECTED[i].file, c.n_rows - 1, EXPECTED[i].rows);
+        free_csv(&c);
+    }
+}
+
+static char *pdf_text(const char *pdf) {
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "pdftotext -q %s -", pdf);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t cap = 1 << 20, len = 0;
+    char *text = mallocCheck(cap);
+    for (size_t n; (n = fread(text + len, 1, cap - 1 - len, p)) > 0;) {
+        len += n;
+        if (len + 1 == cap) text = reallocCheck(text, cap *= 2);
+    }
+    text[len] = '\0';
+    assert_int_equal(pclose(p), 0);
+    return text;
+}
+
+static void test_pdf_text(void **state) {
+    (void)state;
+    char pdf[1300];
+    snprintf(pdf, sizeof pdf, "%s/report.pdf", out_dir);
+    char *text = pdf_text(pdf);
+    const char *must[] = {"inferlab lab report", "Sampling", "KV cache", "Attention kernels", "Hardware budget",
+                          "Figure 1", "Table 1", "quick profile"};
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
+        if (!strstr(text, must[i])) fail_msg("report text lacks '%s'", must[i]);
+    // numbers quoted in the text come from the CSVs: the entropy at T = 1 (3 digits)
+    Csv t = read_csv(out_dir, "sampling_temperature.csv");
+    int temp = column(&t, "temperature"), ent = column(&t, "entropy_nats_mean");
+    char want[32] = "";
+    for (int r = 1; r < t.n_rows; r++)
+        if (atof(t.cells[r][temp]) == 1.0) snprintf(want, sizeof want, "%.3g at T = 1", atof(t.cells[r][ent]));
+    free_csv(&t);
+    if (!strstr(text, want)) fail_msg("report text lacks '%s'", want);
+    free(text);
+}
+
+// Columns that do not depend on timing, per CSV: they must be identical run to run.
+static const struct {
+    const char *file, *columns;
+} DETERMINISTIC[] = {
+    {"kv_cache_runs.csv", "prompt_len,gen_len,mode,reps,timed_steps,flops"},
+    {"kv_cache_speedup.csv", "prompt_len,gen_len,setting,flop_ratio"},
+    {"kv_cache_steps.csv", "mode,position"},
+    {"kv_cache_memory.csv", "n_layers,n_kv_heads,head_dim,context_len,element_bytes,cache_bytes,formula_bytes"},
+    {"sampling_temperature.csv", "*"},
+    {"sampling_filters.csv", "*"},
+    {"sampling_penalty.csv", "*"},
+    {"sampling_samples.csv", "*"},
+    {"attention_kernels.csv", "seq_len,causal,impl,batch,heads,head_dim,threads,work_bytes,io_bytes,max_abs_err"},
+};
+
+static void compare_columns(const char *file, const char *columns) {
+    Csv a = read_csv(out_dir, file), b = read_csv(again_dir, file);
+    if (a.n_rows != b.n_rows) fail_msg("%s: %d rows, then %d", file, a.n_rows, b.n_rows);
+    char list[1024];
+    snprintf(list, sizeof list, "%s", columns);
+    for (char *name = strtok(list, ","); name; name = strtok(NULL, ",")) {
+        for (int col = 0; col < a.n_cols; col++) {
+            if (strcmp(name, "*") != 0 && strcmp(a.cells[0][col], name) != 0) continue;
+            for (int r = 1; r < a.n_rows; r++)
+                if (strcmp(a.cells[r][col], b.cells[r][col]) != 0)
+                    fail_msg("%s row %d column %s: '%s', then '%s'", file, r, a.cells[0][col], a.cells[r][col],
+                             b.cells[r][col]);
+        }
+    }
+    free_csv(&a);
+    free_csv(&b);
+}
+
+static void test_non_timing_columns_reproduce(void **state) {
+    (void)state;
+    char cmd[4096];
+    // the same programs, model, seeds and thread count as the pipeline (see the Makefile)
+    snprintf(cmd, sizeof cmd,
+             "cd %s && for p in kv_cache sampling; do bin/$p --profile quick --out %s "
+             "--model out/models/quick/target.gguf > /dev/null 2>&1 || exit 1; done && "
+             "bin/attention_kernels --profile quick --out %s > /dev/null 2>&1",
+             root, again_dir, again_dir);
+    run(cmd);
+    for (size_t i = 0; i < sizeof DETERMINISTIC / sizeof DETERMINISTIC[0]; i++)
+        compare_columns(DETERMINISTIC[i].file, DETERMINISTIC[i].columns);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_csv_headers_and_rows),
+        cmocka_unit_test(test_pdf_text),
+        cmocka_unit_test(test_non_timing_columns_reproduce),
+    };
+    return cmocka_run_group_tests_name("e2e", tests, setup, teardown);
+}
