@@ -1,0 +1,103 @@
+// corpus.h: the text every model of the lab learns from: the King James Bible (or any UTF-8
+// file), normalised, split into training and validation text, and passkey (needle) sequences
+// for in-context retrieval, with the evaluator that measures it.
+//
+// KJV normalisation (corpus_normalise_kjv), from what `bible "Gen1:1-Rev22:21"` prints
+// (Debian bible-kjv: a blank line, a "Book N" heading, a blank line, then verses "  N text"
+// wrapped at 80 columns):
+//   - every chapter becomes its heading line ("Genesis 1"), then one line per verse, then a
+//     blank line: the text block that ends at "\n\n";
+//   - verse numbers are dropped; wrapped lines are joined with one space; runs of spaces and
+//     tabs become one space; no line has leading or trailing space.
+// Any other file (CORPUS=path) is used as it is, after checking that it is UTF-8.
+//
+// Split (corpus_split): the text is cut into blocks, each ending at a blank line (KJV: one
+// chapter per block), or at a line break once it reaches CORPUS_BLOCK_SOFT bytes, or at a
+// UTF-8 character boundary at CORPUS_BLOCK_HARD bytes (text without line breaks). Block i goes
+// to validation when i % CORPUS_VAL_EVERY == CORPUS_VAL_EVERY / 2 (KJV: Genesis 11, 31, ...,
+// 5% of the text), everything else to training; with fewer blocks than that, the last block
+// is validation. No byte is in both.
+//
+// Passkey sequence (passkey_sequence), n tokens, ending in its answer:
+//   BOS | filler ... | needle | filler ... | question | answer
+// The needle is the line "The number of the key is 48213. Keep it in thine heart, and
+// forget not the number." placed at the start of the line holding a random depth of the
+// filler (of the next line when that is the first; at the depth itself without line breaks); the question is "\nWhat is the number of the key? The number of the key is", the
+// answer " 48213" (a uniform random 5-digit number). Filler is consecutive tokens of a token
+// stream from a random offset. The tokenizer splits digits apart, so the number is copied
+// digit by digit. The evaluator (passkey_accuracy) counts a sample right when greedy
+// decoding after the prompt reproduces the answer's tokens exactly.
+//
+// Tests: make build/tests/test_corpus && ./build/tests/test_corpus
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "model.h"
+#include "tokenizer.h"
+
+#define CORPUS_VAL_EVERY 20
+#define CORPUS_BLOCK_SOFT 32768
+#define CORPUS_BLOCK_HARD 131072
+#define CORPUS_MAX_BYTES ((size_t)1 << 30)
+#define PASSKEY_DIGITS 5
+
+typedef struct {
+    char *text;       // the normalised corpus, NUL-terminated
+    size_t len;
+    char *train;      // training blocks, concatenated in order, NUL-terminated
+    size_t train_len;
+    char *val;        // validation blocks, concatenated in order, NUL-terminated
+    size_t val_len;
+    int n_blocks, n_val_blocks;
+    char source[256]; // "bible-kjv" or the file's path
+} Corpus;
+
+// The KJV from the `bible` program (path NULL), or the UTF-8 file at path. Normalises (KJV
+// only) and splits. On error nothing stays allocated.
+int corpus_load(Corpus *c, const char *path, Error *err);
+// Use text (len bytes, which must be UTF-8) as the corpus; kjv_raw: it is `bible` output
+// to normalise first. Copies the text.
+int corpus_from_text(Corpus *c, const char *text, size_t len, int kjv_raw, Error *err);
+void corpus_free(Corpus *c);
+
+// Normalise raw `bible` output as described above; *out is malloc'd and NUL-terminated.
+// Fails when the text has no chapter heading followed by a verse.
+int corpus_normalise_kjv(const char *raw, size_t len, char **out, size_t *out_len, Error *err);
+
+// Is text valid UTF-8 (shortest forms, no surrogates, <= U+10FFFF)? If not, *bad_at is the
+// offset of the first bad byte.
+int utf8_valid(const char *text, size_t len, size_t *bad_at);
+
+// FNV-1a 64-bit hash of bytes, continuing from h (start with FNV_OFFSET); models are keyed
+// by it so that a changed corpus retrains them.
+#define FNV_OFFSET 0xcbf29ce484222325ull
+uint64_t fnv1a(uint64_t h, const void *data, size_t len);
+
+// Where the parts of a passkey sequence lie (token indices).
+typedef struct {
+    int needle_at;      // first token of the needle
+    int needle_len;
+    int prompt_len;     // tokens before the answer (BOS .. question)
+    int answer_len;     // tokens of the answer; prompt_len + answer_len = n
+    unsigned number;    // the passkey
+    char answer[16];    // its text: " 48213"
+} PasskeyLayout;
+
+// Smallest n passkey_sequence accepts (BOS, needle, question, answer, one filler token).
+int passkey_min_len(const Tokenizer *tok);
+
+// Fill seq (n tokens) with a passkey sequence drawn from *rng: number, depth and filler
+// offset; filler comes from filler (n_filler tokens, at least n). Returns 0, or -1 with err
+// when n < passkey_min_len or the filler is too short.
+int passkey_sequence(const Tokenizer *tok, int *seq, int n, const int *filler, size_t n_filler,
+                     uint64_t *rng, PasskeyLayout *layout, Error *err);
+
+// Fraction of n_samples passkey sequences of ctx tokens (drawn from seed, filler from the
+// given stream) whose answer the model reproduces greedily after the prompt. The model
+// must hold ctx positions (m->config.seq_len >= ctx unless RoPE scaling lets it go further:
+// the caller decides). Returns -1 with err when a sequence cannot be built.
+double passkey_accuracy(Model *m, const Tokenizer *tok, const int *filler, size_t n_filler, int ctx,
+                        int n_samples, uint64_t seed, Error *err);

@@ -1,0 +1,774 @@
+// train.c: forward with saved activations, backward, AdamW, batches, validation, checkpoints
+// and the training loop (see train.h).
+#include "train.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "cli.h"
+#include "corpus.h"
+#include "csv.h"
+#include "rng.h"
+
+// Reductions are split into this many fixed chunks and summed in order, so their result
+// does not depend on the number of threads.
+#define REDUCE_CHUNKS 16
+// Loops over fewer elements (or matmuls of fewer multiply-adds) than these run on one
+// thread: waking a team costs more than it saves, and far more on a loaded machine.
+#define PARALLEL_MIN_ELEMS (1 << 16)
+#define PARALLEL_MIN_MACS (1 << 18)
+
+TrainConfig train_config_default(void) {
+    TrainConfig tc;
+    memset(&tc, 0, sizeof tc);
+    tc.batch_size = 8;
+    tc.seq_len = 128;
+    tc.grad_accum = 1;
+    tc.steps = 100;
+    tc.warmup_steps = 10;
+    tc.lr = 1e-3f;
+    tc.min_lr_ratio = 0.1f;
+    tc.weight_decay = 0.1f;
+    tc.beta1 = 0.9f;
+    tc.beta2 = 0.95f;
+    tc.adam_eps = 1e-8f;
+    tc.grad_clip = 1.0f;
+    tc.init_std = 0.02f;
+    tc.eval_every = 100;
+    tc.seed = 1;
+    return tc;
+}
+
+int train_config_validate(const TrainConfig *tc, const Config *c, char *why, size_t why_len) {
+    const char *bad = NULL;
+    if (tc->batch_size < 1 || tc->seq_len < 2 || tc->grad_accum < 1 || tc->steps < 1 || tc->eval_every < 1)
+        bad = "batch_size, grad_accum, steps and eval_every must be >= 1, seq_len >= 2";
+    else if (tc->seq_len > c->seq_len) bad = "training seq_len exceeds the model's seq_len";
+    else if ((size_t)tc->batch_size * tc->seq_len > (1u << 24)) bad = "batch_size * seq_len over 2^24 tokens";
+    else if (tc->warmup_steps < 0 || tc->warmup_steps > tc->steps) bad = "warmup_steps not in 0 .. steps";
+    else if (!(tc->lr > 0.0f && tc->lr < 1.0f)) bad = "lr not in (0, 1)";
+    else if (!(tc->min_lr_ratio >= 0.0f && tc->min_lr_ratio <= 1.0f)) bad = "min_lr_ratio not in [0, 1]";
+    else if (!(tc->weight_decay >= 0.0f && tc->weight_decay < 1.0f)) bad = "weight_decay not in [0, 1)";
+    else if (!(tc->beta1 >= 0.0f && tc->beta1 < 1.0f && tc->beta2 >= 0.0f && tc->beta2 < 1.0f))
+        bad = "AdamW betas not in [0, 1)";
+    else if (!(tc->adam_eps > 0.0f) || !(tc->grad_clip >= 0.0f) || !(tc->init_std > 0.0f))
+        bad = "adam_eps and init_std must be > 0, grad_clip >= 0";
+    else if (!(tc->passkey_frac >= 0.0f && tc->passkey_frac <= 1.0f)) bad = "passkey_frac not in [0, 1]";
+    if (bad && why) snprintf(why, why_len, "%s", bad);
+    return bad == NULL;
+}
+
+float train_lr(const TrainConfig *tc, int step) {
+    if (step < tc->warmup_steps) return tc->lr * (float)(step + 1) / (float)tc->warmup_steps;
+    int decay_steps = tc->steps - tc->warmup_steps;
+    double progress = decay_steps > 1 ? (double)(step - tc->warmup_steps) / (decay_steps - 1) : 1.0;
+    if (progress > 1.0) progress = 1.0;
+    double floor = (double)tc->lr * tc->min_lr_ratio;
+    return (float)(floor + 0.5 * (tc->lr - floor) * (1.0 + cos(M_PI * progress)));
+}
+
+// --- layers ------------------------------------------------------------------------------
+
+void matmul_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int N, int n,
+                     int d) {
+    if (dx) // dx (N, n) += dy (N, d) @ w (d, n)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, n, d, 1.0f, dy, d, w, n, 1.0f, dx, n);
+    // dw (d, n) += dy^T (d, N) @ x (N, n)
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, n, N, 1.0f, dy, d, x, n, 1.0f, dw, n);
+}
+
+static float row_rstd(const float *x, int C, float eps) {
+    float ss = 0.0f;
+    #pragma omp simd reduction(+ : ss)
+    for (int i = 0; i < C; i++) ss += x[i] * x[i];
+    return 1.0f / sqrtf(ss / C + eps);
+}
+
+void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int N, int C,
+                      float eps) {
+    float *partial = callocCheck((size_t)REDUCE_CHUNKS * C, sizeof(float)); // (chunks, C) of dw
+    #pragma omp parallel for schedule(static) if ((size_t)N * C >= PARALLEL_MIN_ELEMS)
+    for (int chunk = 0; chunk < REDUCE_CHUNKS; chunk++) {
+        float *pw = partial + (size_t)chunk * C;
+        for (int r = (int)((long)N * chunk / REDUCE_CHUNKS); r < (int)((long)N * (chunk + 1) / REDUCE_CHUNKS); r++) {
+            const float *xr = x + (size_t)r * C, *dyr = dy + (size_t)r * C;
+            float *dxr = dx + (size_t)r * C;
+            float rstd = row_rstd(xr, C, eps), dot = 0.0f;
+            #pragma omp simd reduction(+ : dot)
+            for (int i = 0; i < C; i++) dot += dyr[i] * w[i] * xr[i];
+            // d/dx of x * rstd * w: rstd * dy * w - rstd^3 / C * x * sum(dy * w * x)
+            float coef = rstd * rstd * rstd * dot / C;
+            for (int i = 0; i < C; i++) {
+                dxr[i] += rstd * dyr[i] * w[i] - coef * xr[i];
+                pw[i] += dyr[i] * xr[i] * rstd;
+            }
+        }
+    }
+    for (int chunk = 0; chunk < REDUCE_CHUNKS; chunk++)
+        for (int i = 0; i < C; i++) dw[i] += partial[(size_t)chunk * C + i];
+    free(partial);
+}
+
+// Rotate every row by its position; sign -1 rotates back (the transpose of the rotation).
+static void rope_rows(float *x, int N, int T, int n_heads, int hd, const float *inv_freq, float mscale, int sign) {
+    #pragma omp parallel for schedule(static) if ((size_t)N * n_heads * hd >= PARALLEL_MIN_ELEMS)
+    for (int r = 0; r < N; r++) rope_rotate(x + (size_t)r * n_heads * hd, n_heads, hd, sign * (r % T), inv_freq, mscale);
+}
+
+void rope_forward(float *x, int N, int T, int n_heads, int hd, const float *inv_freq, float mscale) {
+    rope_rows(x, N, T, n_heads, hd, inv_freq, mscale, 1);
+}
+
+// y = mscale * R(p) x, so dx = mscale * R(p)^T dy = mscale * R(-p) dy.
+void rope_backward(float *dx, int N, int T, int n_heads, int hd, const float *inv_freq, float mscale) {
+    rope_rows(dx, N, T, n_heads, hd, inv_freq, mscale, 1);
+}
+
+void swiglu_backward(float *d_gate, float *d_up, const float *d_out, const float *gate, const float *up,
+                     size_t n) {
+    #pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_ELEMS)
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i], dout = d_out[i]; // d_out may alias d_up: read it first
+        float sig = 1.0f / (1.0f + expf(-g));
+        d_gate[i] = dout * up[i] * sig * (1.0f + g * (1.0f - sig)); // silu'(g) = s (1 + g (1 - s))
+        d_up[i] = dout * g * sig;
+    }
+}
+
+// Attention runs one (sequence, head) per OpenMP task, its matmuls as sgemm calls (OpenBLAS's
+// OpenMP build runs them single-threaded inside a parallel region), over row blocks of
+// ATT_BLOCK queries, each against only the keys up to its last query (causality skips the
+// blocks above the diagonal).
+#define ATT_BLOCK 64
+
+void attention_forward(float *out, float *probs, const float *q, const float *k, const float *v, int B,
+                       int T, const AttentionShape *s) {
+    int hd = s->head_dim, nh = s->n_heads, group = s->n_heads / s->n_kv_heads;
+    int qs = nh * hd, ks = s->n_kv_heads * hd;
+    #pragma omp parallel for collapse(2) schedule(dynamic, 1) if ((double)B * nh * T * T * hd >= PARALLEL_MIN_MACS)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < nh; h++) {
+            const float *qh = q + (size_t)b * T * qs + h * hd;                // (T, hd) stride qs
+            const float *kh = k + (size_t)b * T * ks + (h / group) * hd;      // (T, hd) stride ks
+            const float *vh = v + (size_t)b * T * ks + (h / group) * hd;
+            float *p = probs + ((size_t)b * nh + h) * T * T;                  // (T, T)
+            float *oh = out + (size_t)b * T * qs + h * hd;
+            for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
+                int rows = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK, keys = i0 + rows;
+                float *pb = p + (size_t)i0 * T;
+                // scores (rows, keys) = scale * Q[i0 ..] K[0 .. keys)^T
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, hd, s->scale, qh + (size_t)i0 * qs,
+                            qs, kh, ks, 0.0f, pb, T);
+                for (int i = i0; i < i0 + rows; i++) {
+                    float *row = p + (size_t)i * T;
+                    for (int j = 0; j <= i; j++)
+                        if (!attention_visible(i, j, s->window, s->n_sink)) row[j] = -INFINITY;
+                    softmax_rows(row, 1, i + 1); // hidden keys get exactly 0
+                    memset(row + i + 1, 0, (size_t)(T - i - 1) * sizeof(float));
+                }
+                // out (rows, hd) = P[i0 .., 0 .. keys) V[0 .. keys)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, keys, 1.0f, pb, T, vh, ks, 0.0f,
+                            oh + (size_t)i0 * qs, qs);
+            }
+        }
+    }
+}
+
+// With S = scale Q K^T (masked), P = softmax(S), O = P V:
+//   dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(P * dP)), dQ = scale dS K, dK = scale dS^T Q.
+// One (sequence, KV head) per task, so the query heads that share a KV head accumulate
+// its dK and dV without races. Hidden keys have P = 0, hence dS = 0.
+void attention_backward(float *dq, float *dk, float *dv, const float *d_out, const float *probs,
+                        const float *q, const float *k, const float *v, int B, int T,
+                        const AttentionShape *s) {
+    int hd = s->head_dim, nh = s->n_heads, nkv = s->n_kv_heads, group = nh / nkv;
+    int qs = nh * hd, ks = nkv * hd;
+    #pragma omp parallel if ((double)B * nh * T * T * hd >= PARALLEL_MIN_MACS)
+    {
+        float *ds = mallocCheck((size_t)T * T * sizeof(float)); // (T, T) dP, then dS
+        #pragma omp for collapse(2) schedule(dynamic, 1)
+        for (int b = 0; b < B; b++) {
+            for (int g = 0; g < nkv; g++) {
+                const float *kg = k + (size_t)b * T * ks + g * hd, *vg = v + (size_t)b * T * ks + g * hd;
+                float *dkg = dk + (size_t)b * T * ks + g * hd, *dvg = dv + (size_t)b * T * ks + g * hd;
+                for (int j = 0; j < T; j++) {
+                    memset(dkg + (size_t)j * ks, 0, hd * sizeof(float));
+                    memset(dvg + (size_t)j * ks, 0, hd * sizeof(float));
+                }
+                for (int h = g * group; h < (g + 1) * group; h++) {
+                    const float *p = probs + ((size_t)b * nh + h) * T * T;
+                    const float *qh = q + (size_t)b * T * qs + h * hd, *doh = d_out + (size_t)b * T * qs + h * hd;
+                    float *dqh = dq + (size_t)b * T * qs + h * hd;
+                    for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
+                        int rows = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK, keys = i0 + rows;
+                        const float *pb = p + (size_t)i0 * T, *dob = doh + (size_t)i0 * qs, *qb = qh + (size_t)i0 * qs;
+                        float *dsb = ds + (size_t)i0 * T;
+                        // dP (rows, keys) = dO V^T
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, hd, 1.0f, dob, qs, vg, ks,
+                                    0.0f, dsb, T);
+                        for (int i = 0; i < rows; i++) {
+                            const float *pr = pb + (size_t)i * T;
+                            float *dr = dsb + (size_t)i * T, row_dot = 0.0f;
+                            for (int j = 0; j < keys; j++) row_dot += pr[j] * dr[j];
+                            for (int j = 0; j < keys; j++) dr[j] = pr[j] * (dr[j] - row_dot) * s->scale;
+                        }
+                        // dQ (rows, hd) = dS K; dK (keys, hd) += dS^T Q; dV (keys, hd) += P^T dO
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, keys, 1.0f, dsb, T, kg, ks,
+                                    0.0f, dqh + (size_t)i0 * qs, qs);
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, hd, rows, 1.0f, dsb, T, qb, qs,
+                                    1.0f, dkg, ks);
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, hd, rows, 1.0f, pb, T, dob, qs,
+                                    1.0f, dvg, ks);
+                    }
+                }
+            }
+        }
+        free(ds);
+    }
+}
+
+double crossentropy_forward(float *logits, float *row_loss, const int *targets, int N, int V) {
+    double total = 0.0;
+    #pragma omp parallel for schedule(static) reduction(+ : total) if ((size_t)N * V >= PARALLEL_MIN_ELEMS)
+    for (int r = 0; r < N; r++) {
+        float *row = logits + (size_t)r * V;
+        float max = row[0];
+        for (int i = 1; i < V; i++) max = row[i] > max ? row[i] : max;
+        // -log p = log(sum exp(l - max)) - (l_target - max), exact even where p underflows
+        float target_shifted = targets[r] >= 0 ? row[targets[r]] - max : 0.0f;
+        float sum = 0.0f;
+        for (int i = 0; i < V; i++) {
+            row[i] = expf(row[i] - max);
+            sum += row[i];
+        }
+        float inv = 1.0f / sum;
+        for (int i = 0; i < V; i++) row[i] *= inv;
+        row_loss[r] = targets[r] >= 0 ? logf(sum) - target_shifted : 0.0f;
+        total += row_loss[r];
+    }
+    return total;
+}
+
+void crossentropy_backward(float *probs, const int *targets, int N, int V, float scale) {
+    #pragma omp parallel for schedule(static) if ((size_t)N * V >= PARALLEL_MIN_ELEMS)
+    for (int r = 0; r < N; r++) {
+        float *row = probs + (size_t)r * V;
+        if (targets[r] < 0) {
+            memset(row, 0, (size_t)V * sizeof(float));
+            continue;
+        }
+        for (int i = 0; i < V; i++) row[i] *= scale;
+        row[targets[r]] -= scale;
+    }
+}
+
+// --- trainer -------------------------------------------------------------------------------
+
+static float *alloc_floats(size_t n) { return mallocCheck(n * sizeof(float)); }
+
+static void activations_alloc(Activations *a, const Config *c, int max_rows, int B, int T) {
+    size_t N = max_rows, L = c->n_layers, C = c->dim, H = c->hidden_dim, V = c->vocab_size;
+    size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    memset(a, 0, sizeof *a);
+    a->max_rows = max_rows;
+    a->resid = alloc_floats((L + 1) * N * C);
+    a->resid_mid = alloc_floats(L * N * C);
+    a->xn_att = alloc_floats(L * N * C);
+    a->q = alloc_floats(L * N * qd);
+    a->k = alloc_floats(L * N * kvd);
+    a->v = alloc_floats(L * N * kvd);
+    a->probs = alloc_floats(L * (size_t)B * c->n_heads * T * T);
+    a->att = alloc_floats(L * N * qd);
+    a->xn_ffn = alloc_floats(L * N * C);
+    a->gate = alloc_floats(L * N * H);
+    a->up = alloc_floats(L * N * H);
+    a->act = alloc_floats(L * N * H);
+    a->xn_final = alloc_floats(N * C);
+    a->logits = alloc_floats(N * V);
+    a->row_loss = alloc_floats(N);
+    a->inputs = mallocCheck(N * sizeof(int));
+    a->targets = mallocCheck(N * sizeof(int));
+    a->d_resid = alloc_floats(N * C);
+    a->d_xn = alloc_floats(N * C);
+    a->d_q = alloc_floats(N * qd);
+    a->d_k = alloc_floats(N * kvd);
+    a->d_v = alloc_floats(N * kvd);
+    a->d_att = alloc_floats(N * qd);
+    a->d_gate = alloc_floats(N * H);
+    a->d_up = alloc_floats(N * H);
+}
+
+static void activations_free(Activations *a) {
+    void *bufs[] = {a->resid, a->resid_mid, a->xn_att, a->q, a->k, a->v, a->probs, a->att, a->xn_ffn,
+                    a->gate, a->up, a->act, a->xn_final, a->logits, a->row_loss, a->inputs, a->targets,
+                    a->d_resid, a->d_xn, a->d_q, a->d_k, a->d_v, a->d_att, a->d_gate, a->d_up};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    memset(a, 0, sizeof *a);
+}
+
+void trainer_init(Trainer *t, const Config *c, const TrainConfig *tc) {
+    memset(t, 0, sizeof *t);
+    t->tc = *tc;
+    model_alloc(&t->model, c);
+    model_init_random(&t->model, tc->seed, tc->init_std);
+    // GPT-2's scaled init: each residual branch adds to the stream 2L times.
+    float resid_scale = 1.0f / sqrtf(2.0f * c->n_layers);
+    size_t n_wo = (size_t)c->n_layers * c->dim * c->n_heads * c->head_dim;
+    size_t n_w2 = (size_t)c->n_layers * c->dim * c->hidden_dim;
+    for (size_t i = 0; i < n_wo; i++) t->model.weights.wo[i] *= resid_scale;
+    for (size_t i = 0; i < n_w2; i++) t->model.weights.w2[i] *= resid_scale;
+    size_t n = t->model.n_params;
+    t->grads = callocCheck(n, sizeof(float));
+    weights_map(&t->grad, c, t->grads);
+    t->adam_m = callocCheck(n, sizeof(float));
+    t->adam_v = callocCheck(n, sizeof(float));
+    activations_alloc(&t->acts, c, tc->batch_size * tc->seq_len, tc->batch_size, tc->seq_len);
+    t->inv_freq = alloc_floats((size_t)c->head_dim / 2);
+    t->mscale = rope_frequencies(t->inv_freq, c->head_dim, &c->rope);
+}
+
+void trainer_free(Trainer *t) {
+    model_free(&t->model);
+    activations_free(&t->acts);
+    free(t->grads);
+    free(t->adam_m);
+    free(t->adam_v);
+    free(t->inv_freq);
+    free(t->log);
+    memset(t, 0, sizeof *t);
+}
+
+static void add_inplace(float *x, const float *y, size_t n) {
+    #pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_ELEMS)
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+static AttentionShape attention_shape(const Config *c) {
+    AttentionShape s = {c->n_heads, c->n_kv_heads, c->head_dim, c->window, c->n_sink,
+                        1.0f / sqrtf((float)c->head_dim)};
+    return s;
+}
+
+// Per-layer slices of the activation buffers (each holds max_rows rows per layer).
+#define LAYER(buf, l, width) ((buf) + (size_t)(l) * a->max_rows * (width))
+
+double trainer_forward(Trainer *t, const int *inputs, const int *targets, int B, int T) {
+    const Config *c = &t->model.config;
+    const Weights *w = &t->model.weights;
+    Activations *a = &t->acts;
+    if (B > t->tc.batch_size || T > t->tc.seq_len || B < 1 || T < 1)
+        die("trainer_forward: batch %d x %d exceeds the trainer's %d x %d", B, T, t->tc.batch_size, t->tc.seq_len);
+    int N = B * T, C = c->dim, H = c->hidden_dim, V = c->vocab_size;
+    int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    size_t probs_per_layer = (size_t)B * c->n_heads * T * T;
+    AttentionShape shape = attention_shape(c);
+    a->B = B;
+    a->T = T;
+    memcpy(a->inputs, inputs, (size_t)N * sizeof(int));
+    for (int r = 0; r < N; r++) {
+        if (inputs[r] < 0 || inputs[r] >= V) die("trainer_forward: token %d outside the vocabulary", inputs[r]);
+        memcpy(a->resid + (size_t)r * C, w->token_embedding + (size_t)inputs[r] * C, C * sizeof(float));
+    }
+    for (int l = 0; l < c->n_layers; l++) {
+        float *x = LAYER(a->resid, l, C), *mid = LAYER(a->resid_mid, l, C), *out = LAYER(a->resid, l + 1, C);
+        float *xa = LAYER(a->xn_att, l, C), *q = LAYER(a->q, l, qd), *k = LAYER(a->k, l, kvd);
+        float *v = LAYER(a->v, l, kvd), *att = LAYER(a->att, l, qd), *xf = LAYER(a->xn_ffn, l, C);
+        float *gate = LAYER(a->gate, l, H), *up = LAYER(a->up, l, H), *act = LAYER(a->act, l, H);
+        float *probs = a->probs + l * probs_per_layer;
+
+        rmsnorm(xa, x, w->rms_att + (size_t)l * C, N, C, c->norm_eps);
+        matmul(q, xa, w->wq + (size_t)l * qd * C, N, C, qd);   // (N, n_heads * hd)
+        matmul(k, xa, w->wk + (size_t)l * kvd * C, N, C, kvd); // (N, n_kv * hd)
+        matmul(v, xa, w->wv + (size_t)l * kvd * C, N, C, kvd);
+        rope_forward(q, N, T, c->n_heads, c->head_dim, t->inv_freq, t->mscale);
+        rope_forward(k, N, T, c->n_kv_heads, c->head_dim, t->inv_freq, t->mscale);
+        attention_forward(att, probs, q, k, v, B, T, &shape);
+        matmul(mid, att, w->wo + (size_t)l * C * qd, N, qd, C);
+        add_inplace(mid, x, (size_t)N * C);
+
+        rmsnorm(xf, mid, w->rms_ffn + (size_t)l * C, N, C, c->norm_eps);
+        matmul(gate, xf, w->w1 + (size_t)l * H * C, N, C, H); // (N, H)
+        matmul(up, xf, w->w3 + (size_t)l * H * C, N, C, H);
+        swiglu(act, gate, up, N, H);
+        matmul(out, act, w->w2 + (size_t)l * C * H, N, H, C);
+        add_inplace(out, mid, (size_t)N * C);
+    }
+    rmsnorm(a->xn_final, LAYER(a->resid, c->n_layers, C), w->rms_final, N, C, c->norm_eps);
+    matmul(a->logits, a->xn_final, w->wcls, N, C, V); // (N, V)
+    if (!targets) {
+        for (int r = 0; r < N; r++) a->targets[r] = -1;
+        return 0.0;
+    }
+    for (int r = 0; r < N; r++)
+        if (targets[r] < -1 || targets[r] >= V) die("trainer_forward: target %d outside the vocabulary", targets[r]);
+    memcpy(a->targets, targets, (size_t)N * sizeof(int));
+    return crossentropy_forward(a->logits, a->row_loss, a->targets, N, V);
+}
+
+void trainer_backward(Trainer *t, float scale) {
+    const Config *c = &t->model.config;
+    const Weights *w = &t->model.weights;
+    const Weights *g = &t->grad;
+    Activations *a = &t->acts;
+    int B = a->B, T = a->T, N = B * T, C = c->dim, H = c->hidden_dim, V = c->vocab_size;
+    int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim, hd = c->head_dim;
+    size_t probs_per_layer = (size_t)B * c->n_heads * T * T;
+    size_t NC = (size_t)N * C;
+    AttentionShape shape = attention_shape(c);
+
+    crossentropy_backward(a->logits, a->targets, N, V, scale); // logits now hold d logits
+    memset(a->d_xn, 0, NC * sizeof(float));
+    matmul_backward(a->d_xn, g->wcls, a->logits, a->xn_final, w->wcls, N, C, V);
+    memset(a->d_resid, 0, NC * sizeof(float));
+    rmsnorm_backward(a->d_resid, g->rms_final, a->d_xn, LAYER(a->resid, c->n_layers, C), w->rms_final, N, C,
+                     c->norm_eps);
+
+    for (int l = c->n_layers - 1; l >= 0; l--) {
+        float *x = LAYER(a->resid, l, C), *mid = LAYER(a->resid_mid, l, C);
+        float *xa = LAYER(a->xn_att, l, C), *q = LAYER(a->q, l, qd), *k = LAYER(a->k, l, kvd);
+        float *v = LAYER(a->v, l, kvd), *att = LAYER(a->att, l, qd), *xf = LAYER(a->xn_ffn, l, C);
+        float *gate = LAYER(a->gate, l, H), *up = LAYER(a->up, l, H), *act = LAYER(a->act, l, H);
+        float *probs = a->probs + l * probs_per_layer;
+
+        // MLP block: out = mid + w2(silu(w1 xf) * w3 xf); d_resid holds d out
+        memset(a->d_up, 0, (size_t)N * H * sizeof(float)); // first d act, then d up
+        matmul_backward(a->d_up, g->w2 + (size_t)l * C * H, a->d_resid, act, w->w2 + (size_t)l * C * H, N, H, C);
+        swiglu_backward(a->d_gate, a->d_up, a->d_up, gate, up, (size_t)N * H);
+        memset(a->d_xn, 0, NC * sizeof(float));
+        matmul_backward(a->d_xn, g->w1 + (size_t)l * H * C, a->d_gate, xf, w->w1 + (size_t)l * H * C, N, C, H);
+        matmul_backward(a->d_xn, g->w3 + (size_t)l * H * C, a->d_up, xf, w->w3 + (size_t)l * H * C, N, C, H);
+        rmsnorm_backward(a->d_resid, g->rms_ffn + (size_t)l * C, a->d_xn, mid, w->rms_ffn + (size_t)l * C, N, C,
+                         c->norm_eps); // d_resid: d mid
+
+        // attention block: mid = x + wo(attention(rope(wq xa), rope(wk xa), wv xa))
+        memset(a->d_att, 0, (size_t)N * qd * sizeof(float));
+        matmul_backward(a->d_att, g->wo + (size_t)l * C * qd, a->d_resid, att, w->wo + (size_t)l * C * qd, N, qd, C);
+        attention_backward(a->d_q, a->d_k, a->d_v, a->d_att, probs, q, k, v, B, T, &shape);
+        rope_backward(a->d_q, N, T, c->n_heads, hd, t->inv_freq, t->mscale);
+        rope_backward(a->d_k, N, T, c->n_kv_heads, hd, t->inv_freq, t->mscale);
+        memset(a->d_xn, 0, NC * sizeof(float));
+        matmul_backward(a->d_xn, g->wq + (size_t)l * qd * C, a->d_q, xa, w->wq + (size_t)l * qd * C, N, C, qd);
+        matmul_backward(a->d_xn, g->wk + (size_t)l * kvd * C, a->d_k, xa, w->wk + (size_t)l * kvd * C, N, C, kvd);
+        matmul_backward(a->d_xn, g->wv + (size_t)l * kvd * C, a->d_v, xa, w->wv + (size_t)l * kvd * C, N, C, kvd);
+        rmsnorm_backward(a->d_resid, g->rms_att + (size_t)l * C, a->d_xn, x, w->rms_att + (size_t)l * C, N, C,
+                         c->norm_eps); // d_resid: d x
+    }
+    // Rows with the same token add to one embedding row: kept serial, so no races.
+    for (int r = 0; r < N; r++) {
+        float *row = g->token_embedding + (size_t)a->inputs[r] * C;
+        const float *d = a->d_resid + (size_t)r * C;
+        for (int i = 0; i < C; i++) row[i] += d[i];
+    }
+}
+
+void trainer_zero_grad(Trainer *t) { memset(t->grads, 0, t->model.n_params * sizeof(float)); }
+
+static double sum_squares(const float *x, size_t n) {
+    double partial[REDUCE_CHUNKS];
+    #pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_ELEMS)
+    for (int chunk = 0; chunk < REDUCE_CHUNKS; chunk++) {
+        double s = 0.0;
+        for (size_t i = n * chunk / REDUCE_CHUNKS; i < n * (chunk + 1) / REDUCE_CHUNKS; i++) s += (double)x[i] * x[i];
+        partial[chunk] = s;
+    }
+    double total = 0.0;
+    for (int chunk = 0; chunk < REDUCE_CHUNKS; chunk++) total += partial[chunk];
+    return total;
+}
+
+static void adamw_range(Trainer *t, size_t from, size_t to, float lr, float decay, float grad_scale) {
+    const TrainConfig *tc = &t->tc;
+    float b1 = tc->beta1, b2 = tc->beta2;
+    float b1c = 1.0f - powf(b1, (float)t->step), b2c = 1.0f - powf(b2, (float)t->step);
+    float *p = t->model.params, *gr = t->grads, *m = t->adam_m, *v = t->adam_v;
+    #pragma omp parallel for schedule(static) if (to - from >= PARALLEL_MIN_ELEMS)
+    for (size_t i = from; i < to; i++) {
+        float g = gr[i] * grad_scale;
+        m[i] = b1 * m[i] + (1.0f - b1) * g;
+        v[i] = b2 * v[i] + (1.0f - b2) * g * g;
+        float m_hat = m[i] / b1c, v_hat = v[i] / b2c;
+        p[i] -= lr * (m_hat / (sqrtf(v_hat) + tc->adam_eps) + decay * p[i]);
+    }
+}
+
+float trainer_update(Trainer *t) {
+    const Weights *w = &t->model.weights;
+    const Config *c = &t->model.config;
+    float norm = (float)sqrt(sum_squares(t->grads, t->model.n_params));
+    float clip = t->tc.grad_clip > 0.0f && norm > t->tc.grad_clip ? t->tc.grad_clip / norm : 1.0f;
+    float lr = train_lr(&t->tc, t->step);
+    t->step++;
+    // Norm gains are not decayed: the three gain ranges split the block into decayed runs.
+    size_t L = c->n_layers, C = c->dim;
+    size_t gains[3][2] = {{w->rms_att - t->model.params, L * C},
+                          {w->rms_ffn - t->model.params, L * C},
+                          {w->rms_final - t->model.params, C}};
+    size_t at = 0;
+    for (int i = 0; i < 3; i++) {
+        adamw_range(t, at, gains[i][0], lr, t->tc.weight_decay, clip);
+        adamw_range(t, gains[i][0], gains[i][0] + gains[i][1], lr, 0.0f, clip);
+        at = gains[i][0] + gains[i][1];
+    }
+    adamw_range(t, at, t->model.n_params, lr, t->tc.weight_decay, clip);
+    return norm;
+}
+
+// --- data ----------------------------------------------------------------------------------
+
+void train_sample_batch(const TrainData *d, const TrainConfig *tc, int step, int micro, int *inputs,
+                        int *targets) {
+    int B = tc->batch_size, T = tc->seq_len;
+    int *seq = mallocCheck((size_t)(T + 1) * sizeof(int));
+    for (int b = 0; b < B; b++) {
+        uint64_t index = ((uint64_t)step * tc->grad_accum + micro) * B + b;
+        uint64_t rng = rng_seed(tc->seed ^ (0x9E3779B97F4A7C15ull * (index + 1)));
+        if (rng_uniform(&rng) < tc->passkey_frac) {
+            Error err;
+            if (passkey_sequence(d->tok, seq, T + 1, d->train, d->n_train, &rng, NULL, &err))
+                die("passkey batch: %s", err.msg);
+        } else {
+            size_t offset = rng_u64(&rng) % (d->n_train - T + 1);
+            seq[0] = d->tok->bos_id;
+            memcpy(seq + 1, d->train + offset, (size_t)T * sizeof(int));
+        }
+        memcpy(inputs + (size_t)b * T, seq, (size_t)T * sizeof(int));
+        memcpy(targets + (size_t)b * T, seq + 1, (size_t)T * sizeof(int));
+    }
+    free(seq);
+}
+
+double train_evaluate(Trainer *t, const TrainData *d, size_t max_tokens, double *bits_per_byte) {
+    int B = t->tc.batch_size, T = t->tc.seq_len;
+    int *inputs = mallocCheck((size_t)B * T * sizeof(int)), *targets = mallocCheck((size_t)B * T * sizeof(int));
+    size_t n_windows = (d->n_val + T - 1) / T, n_eval = n_windows;
+    if (max_tokens > 0 && max_tokens < d->n_val) n_eval = (max_tokens + T - 1) / T;
+    double nats = 0.0, tokens = 0.0, bytes = 0.0;
+    for (size_t w0 = 0; w0 < n_eval; w0 += B) {
+        int nb = n_eval - w0 < (size_t)B ? (int)(n_eval - w0) : B;
+        for (int b = 0; b < nb; b++) {
+            size_t start = (w0 + b) * n_windows / n_eval * T; // this window predicts val[start .. start + T)
+            for (int i = 0; i < T; i++) {
+                size_t p = start + i;
+                int have = p < d->n_val;
+                inputs[b * T + i] = i == 0 || !have ? d->tok->bos_id : d->val[p - 1];
+                targets[b * T + i] = have ? d->val[p] : -1;
+                if (!have) continue;
+                size_t len;
+                tokenizer_piece(d->tok, -1, d->val[p], &len);
+                bytes += len;
+                tokens += 1;
+            }
+        }
+        nats += trainer_forward(t, inputs, targets, nb, T);
+    }
+    free(inputs);
+    free(targets);
+    if (bits_per_byte) *bits_per_byte = nats / M_LN2 / bytes;
+    return nats / tokens;
+}
+
+double train_step_flops(const Config *c, const TrainConfig *tc) {
+    double sequences = (double)tc->batch_size * tc->grad_accum;
+    return 3.0 * sequences * model_forward_flops(c, tc->seq_len, 0, tc->seq_len);
+}
+
+// --- checkpoints -------------------------------------------------------------------------
+
+static const char CKPT_MAGIC[8] = {'I', 'L', 'T', 'R', 'A', 'I', 'N', '1'};
+#define CKPT_VERSION 1
+#define CKPT_ROW_BYTES (4 + 5 * 8)
+
+// Layout: magic, u32 version, u64 key, i32 step, u64 n_params, i32 n_log, params, adam m,
+// adam v (n_params floats each), then n_log rows of (i32 step, 5 f64).
+static size_t ckpt_size(size_t n_params, int n_log) {
+    return 8 + 4 + 8 + 4 + 8 + 4 + 3 * n_params * sizeof(float) + (size_t)n_log * CKPT_ROW_BYTES;
+}
+
+void trainer_save(const Trainer *t, const char *path, uint64_t key) {
+    AtomicFile af = atomic_open(path);
+    uint32_t version = CKPT_VERSION;
+    int32_t step = t->step, n_log = t->n_log;
+    uint64_t n = t->model.n_params;
+    fwriteCheck(CKPT_MAGIC, 1, 8, af.f);
+    fwriteCheck(&version, 4, 1, af.f);
+    fwriteCheck(&key, 8, 1, af.f);
+    fwriteCheck(&step, 4, 1, af.f);
+    fwriteCheck(&n, 8, 1, af.f);
+    fwriteCheck(&n_log, 4, 1, af.f);
+    fwriteCheck(t->model.params, sizeof(float), n, af.f);
+    fwriteCheck(t->adam_m, sizeof(float), n, af.f);
+    fwriteCheck(t->adam_v, sizeof(float), n, af.f);
+    for (int i = 0; i < t->n_log; i++) {
+        const TrainLogRow *r = &t->log[i];
+        int32_t s = r->step;
+        double vals[5] = {r->train_loss, r->val_loss, r->val_bpb, r->lr, r->tokens_per_s};
+        fwriteCheck(&s, 4, 1, af.f);
+        fwriteCheck(vals, 8, 5, af.f);
+    }
+    atomic_commit(&af);
+}
+
+static int read_exact(FILE *f, void *p, size_t size, size_t n) { return fread(p, size, n, f) == n; }
+
+static void log_append(Trainer *t, const TrainLogRow *row) {
+    if (t->n_log == t->cap_log) {
+        t->cap_log = t->cap_log ? 2 * t->cap_log : 16;
+        t->log = reallocCheck(t->log, (size_t)t->cap_log * sizeof(TrainLogRow));
+    }
+    t->log[t->n_log++] = *row;
+}
+
+int trainer_load(Trainer *t, const char *path, uint64_t key, Error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return error_set(err, "%s: %s", path, strerror(errno));
+    char magic[8];
+    uint32_t version = 0;
+    uint64_t file_key = 0, n = 0;
+    int32_t step = -1, n_log = -1;
+    int ok = read_exact(f, magic, 1, 8) && read_exact(f, &version, 4, 1) && read_exact(f, &file_key, 8, 1) &&
+             read_exact(f, &step, 4, 1) && read_exact(f, &n, 8, 1) && read_exact(f, &n_log, 4, 1);
+    const char *bad = !ok ? "truncated header"
+                      : memcmp(magic, CKPT_MAGIC, 8) != 0 ? "not an inferlab training checkpoint"
+                      : version != CKPT_VERSION ? "unsupported checkpoint version"
+                      : file_key != key ? "checkpoint of another model, corpus or code version"
+                      : n != t->model.n_params ? "parameter count differs from the model's"
+                      : step < 0 || step > t->tc.steps ? "step out of range"
+                      : n_log < 0 || n_log > step + 1 ? "log length out of range"
+                      : NULL;
+    if (!bad && (fseek(f, 0, SEEK_END) != 0 || (size_t)ftell(f) != ckpt_size(n, n_log))) bad = "wrong file size";
+    if (bad) {
+        fclose(f);
+        return error_set(err, "%s: %s", path, bad);
+    }
+    fseek(f, (long)ckpt_size(0, 0), SEEK_SET);
+    float *blocks = alloc_floats(3 * n); // params, m, v: copied in only when all is read
+    TrainLogRow *rows = mallocCheck(((size_t)n_log + 1) * sizeof(TrainLogRow));
+    ok = read_exact(f, blocks, sizeof(float), 3 * n);
+    for (int i = 0; ok && i < n_log; i++) {
+        int32_t s;
+        double vals[5];
+        ok = read_exact(f, &s, 4, 1) && read_exact(f, vals, 8, 5);
+        rows[i] = (TrainLogRow){s, vals[0], vals[1], vals[2], vals[3], vals[4]};
+    }
+    fclose(f);
+    for (size_t i = 0; ok && i < 3 * n; i++) ok = isfinite(blocks[i]);
+    if (!ok) {
+        free(blocks);
+        free(rows);
+        return error_set(err, "%s: damaged (a read failed or a value is not finite)", path);
+    }
+    memcpy(t->model.params, blocks, n * sizeof(float));
+    memcpy(t->adam_m, blocks + n, n * sizeof(float));
+    memcpy(t->adam_v, blocks + 2 * n, n * sizeof(float));
+    t->step = step;
+    t->n_log = 0;
+    for (int i = 0; i < n_log; i++) log_append(t, &rows[i]);
+    free(blocks);
+    free(rows);
+    return 0;
+}
+
+// --- the loop ------------------------------------------------------------------------------
+
+static void write_log(const Trainer *t, const char *path) {
+    CsvWriter w = csv_open(path, "step,train_loss,val_loss,val_bits_per_byte,lr,tokens_per_s");
+    for (int i = 0; i < t->n_log; i++) {
+        const TrainLogRow *r = &t->log[i];
+        csv_row(&w, "%d,%.6g,%.6g,%.6g,%.6g,%.6g", r->step, r->train_loss, r->val_loss, r->val_bpb, r->lr,
+                r->tokens_per_s);
+    }
+    csv_close(&w);
+}
+
+// "label [#####.....] step 120/2000 loss 3.214 12.3k tok/s ETA 1:23" (a terminal only).
+static void progress_bar(const char *label, int step, int steps, double loss, double tok_s, double eta_s) {
+    enum { WIDTH = 24 };
+    char bar[WIDTH + 1];
+    int filled = (int)((double)WIDTH * step / steps);
+    for (int i = 0; i < WIDTH; i++) bar[i] = i < filled ? '#' : '.';
+    bar[WIDTH] = '\0';
+    int eta = eta_s > 0 && eta_s < 1e6 ? (int)eta_s : 0;
+    cli_progress("%-14s [%s] step %d/%d loss %.3f %.1fk tok/s ETA %d:%02d", label, bar, step, steps, loss,
+                 tok_s / 1000.0, eta / 60, eta % 60);
+}
+
+static int check_data(const Trainer *t, const TrainData *d, Error *err) {
+    const TrainConfig *tc = &t->tc;
+    if (d->n_train < (size_t)tc->seq_len)
+        return error_set(err, "the training text has %zu tokens, fewer than a sequence of %d", d->n_train,
+                         tc->seq_len);
+    if (d->n_val == 0) return error_set(err, "the validation text is empty");
+    if (d->tok->vocab_size != t->model.config.vocab_size)
+        return error_set(err, "tokenizer has %d tokens, the model %d", d->tok->vocab_size, t->model.config.vocab_size);
+    if (tc->passkey_frac > 0.0f && tc->seq_len + 1 < passkey_min_len(d->tok))
+        return error_set(err, "seq_len %d is too short for passkey sequences (%d tokens)", tc->seq_len,
+                         passkey_min_len(d->tok));
+    return 0;
+}
+
+int train_run(Trainer *t, const TrainData *d, const TrainRun *run, TrainResult *res, Error *err) {
+    const TrainConfig *tc = &t->tc;
+    if (check_data(t, d, err)) return -1;
+    memset(res, 0, sizeof *res);
+    if (run->checkpoint_path && access(run->checkpoint_path, F_OK) == 0) {
+        Error load_err;
+        if (trainer_load(t, run->checkpoint_path, run->key, &load_err) == 0) res->resumed_from = t->step;
+        else fprintf(stderr, "note: not resuming: %s\n", load_err.msg);
+    }
+    int B = tc->batch_size, T = tc->seq_len, stop = run->stop_at > 0 && run->stop_at < tc->steps ? run->stop_at : tc->steps;
+    int *inputs = mallocCheck((size_t)B * T * sizeof(int)), *targets = mallocCheck((size_t)B * T * sizeof(int));
+    double tokens_per_step = (double)B * T * tc->grad_accum, step_flops = train_step_flops(&t->model.config, tc);
+    double start = now_seconds(), interval_start = start, interval_loss = 0.0;
+    int interval_steps = 0;
+    while (t->step < stop) {
+        trainer_zero_grad(t);
+        double loss = 0.0;
+        for (int micro = 0; micro < tc->grad_accum; micro++) {
+            train_sample_batch(d, tc, t->step, micro, inputs, targets);
+            loss += trainer_forward(t, inputs, targets, B, T);
+            trainer_backward(t, 1.0f / (float)tokens_per_step);
+        }
+        float lr = train_lr(tc, t->step);
+        trainer_update(t);
+        interval_loss += loss / tokens_per_step;
+        interval_steps++;
+        double elapsed = res->seconds + (now_seconds() - interval_start);
+        double tok_s = (res->tokens + tokens_per_step * interval_steps) / elapsed;
+        if (run->label) progress_bar(run->label, t->step, tc->steps, loss / tokens_per_step, tok_s, (tc->steps - t->step) * tokens_per_step / tok_s);
+        if (t->step % tc->eval_every == 0 || t->step == tc->steps) {
+            double train_time = now_seconds() - interval_start;
+            res->seconds += train_time;
+            res->tokens += tokens_per_step * interval_steps;
+            res->flops += step_flops * interval_steps;
+            TrainLogRow row = {t->step, interval_loss / interval_steps, 0, 0, lr, tokens_per_step * interval_steps / train_time};
+            row.val_loss = train_evaluate(t, d, t->step == tc->steps ? 0 : (size_t)tc->eval_tokens, &row.val_bpb);
+            log_append(t, &row);
+            if (run->log_path) write_log(t, run->log_path);
+            interval_loss = 0.0;
+            interval_steps = 0;
+            interval_start = now_seconds();
+        }
+        if (run->checkpoint_path && run->checkpoint_every > 0 && t->step % run->checkpoint_every == 0 && t->step < tc->steps)
+            trainer_save(t, run->checkpoint_path, run->key);
+    }
+    if (interval_steps > 0) { // stopped between evaluations
+        res->seconds += now_seconds() - interval_start;
+        res->tokens += tokens_per_step * interval_steps;
+        res->flops += step_flops * interval_steps;
+    }
+    if (run->checkpoint_path && t->step < tc->steps) trainer_save(t, run->checkpoint_path, run->key);
+    if (t->n_log > 0) {
+        res->val_loss = t->log[t->n_log - 1].val_loss;
+        res->val_bpb = t->log[t->n_log - 1].val_bpb;
+    }
+    if (run->label) cli_progress_done();
+    res->wall_seconds = now_seconds() - start;
+    free(inputs);
+    free(targets);
+    return 0;
+}

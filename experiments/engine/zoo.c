@@ -1,0 +1,132 @@
+// zoo.c: the model zoo of each profile (see zoo.h) and the up-to-date key.
+#include "zoo.h"
+
+#include <string.h>
+
+#include "corpus.h"
+
+// One row of a profile's table. head_dim = dim / heads; hidden = 8/3 dim rounded up to 16.
+typedef struct {
+    const char *name, *role, *attention;
+    int dim, layers, heads, kv_heads;
+    int batch, steps;
+    float lr;
+} ZooEntry;
+
+typedef struct {
+    const char *name;
+    int vocab_size, seq_len, passkey_samples, eval_tokens;
+    float passkey_frac;
+    const ZooEntry *entries;
+    int n_entries;
+} Profile;
+
+static const ZooEntry QUICK[] = {
+    {"target",   "target",    "gqa", 64, 2, 4, 2, 8, 120, 3e-3f},
+    {"draft-xs", "draft",     "mha", 16, 1, 2, 2, 8, 40, 3e-3f},
+    {"draft-s",  "draft",     "mha", 32, 1, 2, 2, 8, 80, 3e-3f},
+    {"draft-m",  "draft",     "gqa", 48, 2, 4, 2, 8, 100, 3e-3f},
+    {"attn-mha", "attention", "mha", 48, 2, 4, 4, 8, 80, 3e-3f},
+    {"attn-gqa", "attention", "gqa", 48, 2, 4, 2, 8, 80, 3e-3f},
+    {"attn-mqa", "attention", "mqa", 48, 2, 4, 1, 8, 80, 3e-3f},
+};
+
+static const ZooEntry FULL[] = {
+    {"target",   "target",    "gqa", 256, 6, 8, 4, 16, 1000, 2e-3f},
+    {"draft-xs", "draft",     "mha", 32, 1, 2, 2, 16, 150, 3e-3f},
+    {"draft-s",  "draft",     "mha", 64, 2, 4, 4, 16, 300, 3e-3f},
+    {"draft-m",  "draft",     "gqa", 128, 3, 4, 2, 16, 500, 3e-3f},
+    {"attn-mha", "attention", "mha", 128, 4, 8, 8, 16, 400, 3e-3f},
+    {"attn-gqa", "attention", "gqa", 128, 4, 8, 2, 16, 400, 3e-3f},
+    {"attn-mqa", "attention", "mqa", 128, 4, 8, 1, 16, 400, 3e-3f},
+};
+
+static const Profile PROFILES[] = {
+    {"quick", 512, 128, 20, 4096, 0.2f, QUICK, sizeof QUICK / sizeof QUICK[0]},
+    {"full", 2048, 256, 100, 16384, 0.2f, FULL, sizeof FULL / sizeof FULL[0]},
+};
+
+static ZooModel zoo_model(const Profile *p, const ZooEntry *e) {
+    ZooModel m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.name, sizeof m.name, "%s", e->name);
+    snprintf(m.role, sizeof m.role, "%s", e->role);
+    snprintf(m.attention, sizeof m.attention, "%s", e->attention);
+    Config c = config_default();
+    c.dim = e->dim;
+    c.hidden_dim = (e->dim * 8 / 3 + 15) / 16 * 16;
+    c.n_layers = e->layers;
+    c.n_heads = e->heads;
+    c.n_kv_heads = e->kv_heads;
+    c.head_dim = e->dim / e->heads;
+    c.vocab_size = p->vocab_size;
+    c.seq_len = p->seq_len;
+    c.tied_embeddings = 1;
+    m.config = c;
+    TrainConfig tc = train_config_default();
+    tc.batch_size = e->batch;
+    tc.seq_len = p->seq_len;
+    tc.steps = e->steps;
+    tc.warmup_steps = e->steps / 20 > 1 ? e->steps / 20 : 1;
+    tc.lr = e->lr;
+    tc.passkey_frac = p->passkey_frac;
+    tc.eval_every = e->steps / 8 > 1 ? e->steps / 8 : 1;
+    tc.eval_tokens = p->eval_tokens;
+    tc.seed = 1;
+    m.train = tc;
+    return m;
+}
+
+int zoo_for_profile(Zoo *z, const char *profile, Error *err) {
+    memset(z, 0, sizeof *z);
+    for (size_t i = 0; i < sizeof PROFILES / sizeof PROFILES[0]; i++) {
+        const Profile *p = &PROFILES[i];
+        if (strcmp(p->name, profile) != 0) continue;
+        snprintf(z->profile, sizeof z->profile, "%s", p->name);
+        z->vocab_size = p->vocab_size;
+        z->seq_len = p->seq_len;
+        z->passkey_samples = p->passkey_samples;
+        z->n_models = p->n_entries;
+        for (int j = 0; j < p->n_entries; j++) z->models[j] = zoo_model(p, &p->entries[j]);
+        return 0;
+    }
+    return error_set(err, "unknown profile '%s' (quick or full)", profile);
+}
+
+const ZooModel *zoo_find(const Zoo *z, const char *name) {
+    for (int i = 0; i < z->n_models; i++)
+        if (strcmp(z->models[i].name, name) == 0) return &z->models[i];
+    return NULL;
+}
+
+const ZooModel *zoo_with_role(const Zoo *z, const char *role, int i) {
+    for (int j = 0; j < z->n_models; j++)
+        if (strcmp(z->models[j].role, role) == 0 && i-- == 0) return &z->models[j];
+    return NULL;
+}
+
+// Hash values field by field (never whole structs: their padding bytes are undefined).
+static uint64_t hash_int(uint64_t h, int64_t v) { return fnv1a(h, &v, sizeof v); }
+static uint64_t hash_float(uint64_t h, float v) { return fnv1a(h, &v, sizeof v); }
+
+uint64_t zoo_model_key(const ZooModel *m, uint64_t corpus_hash) {
+    const Config *c = &m->config;
+    const TrainConfig *t = &m->train;
+    uint64_t h = hash_int(FNV_OFFSET, TRAIN_CODE_VERSION);
+    h = hash_int(h, (int64_t)corpus_hash);
+    int64_t ints[] = {c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->vocab_size,
+                      c->seq_len, c->window, c->n_sink, c->tied_embeddings, c->rope.scaling, c->rope.orig_ctx,
+                      t->batch_size, t->seq_len, t->grad_accum, t->steps, t->warmup_steps, t->eval_every, t->eval_tokens,
+                      (int64_t)t->seed};
+    float floats[] = {c->norm_eps, c->rope.theta, c->rope.factor, c->rope.beta_fast, c->rope.beta_slow,
+                      t->lr, t->min_lr_ratio, t->weight_decay, t->beta1, t->beta2, t->adam_eps, t->grad_clip,
+                      t->init_std, t->passkey_frac};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) h = hash_int(h, ints[i]);
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) h = hash_float(h, floats[i]);
+    return h;
+}
+
+void zoo_path(char *out, size_t size, const char *dir, const char *name, const char *suffix) {
+    if ((size_t)snprintf(out, size, "%s/%s%s", dir, name, suffix) >= size)
+        die("path '%s/%s%s' is too long", dir, name, suffix);
+}

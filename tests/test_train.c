@@ -1,0 +1,643 @@
+// test_train.c: the trainer.
+//  - every layer's backward (matmul, RMSNorm, RoPE, SwiGLU, attention MHA / GQA / MQA with
+//    and without window + sinks, cross-entropy) and the whole model's (MHA, GQA, MQA; tied
+//    and untied head; window + sinks) against central finite differences, checked twice:
+//    element by element on sampled entries (|analytic - numeric| <= 2e-3 + 2e-2 |numeric|)
+//    and along the gradient direction, where the difference quotient must equal |grad|
+//    to 1e-2 relative;
+//  - the training forward's logits equal model_forward_full's (max relative error 1e-4);
+//  - a tiny model overfits a short text to a loss below 0.05 nats / token;
+//  - the same seed gives bit-identical weights (1 thread); a run stopped at a checkpoint
+//    and resumed gives bit-identical weights to an uninterrupted one;
+//  - the warmup + cosine schedule, and checkpoints of another key or damaged are refused.
+// Run: make build/tests/test_train && ./build/tests/test_train
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "corpus.h"
+#include "kernels.h"
+#include "model.h"
+#include "test_util.h"
+#include "tokenizer.h"
+#include "train.h"
+
+// --- finite differences ----------------------------------------------------------------------
+
+typedef double (*LossFn)(void *ctx);
+
+#define FD_STEP 1e-2
+#define FD_RTOL 2e-2
+#define FD_ATOL 2e-3
+#define FD_DIR_RTOL 1e-2
+#define FD_SAMPLES 24
+#ifndef PASSKEY_STEPS
+#define PASSKEY_STEPS 300
+#endif
+
+static double central_difference(LossFn f, void *ctx, float *p, size_t i, double h) {
+    float saved = p[i];
+    p[i] = saved + (float)h;
+    double up = f(ctx);
+    p[i] = saved - (float)h;
+    double down = f(ctx);
+    p[i] = saved;
+    return (up - down) / (2.0 * h);
+}
+
+// Check grad (n) of f with respect to param (n): sampled elements, then the gradient direction.
+static void check_gradient(const char *what, LossFn f, void *ctx, float *param, const float *grad, size_t n) {
+    uint64_t rng = rng_seed(n * 31 + 7);
+    for (int s = 0; s < FD_SAMPLES && s < (int)n; s++) {
+        size_t i = n <= FD_SAMPLES ? (size_t)s : rng_u64(&rng) % n;
+        double numeric = central_difference(f, ctx, param, i, FD_STEP);
+        double err = fabs(grad[i] - numeric);
+        if (!(err <= FD_ATOL + FD_RTOL * fabs(numeric)))
+            fail_msg("%s[%zu]: analytic %.6g, finite difference %.6g", what, i, grad[i], numeric);
+    }
+    double norm2 = 0.0;
+    for (size_t i = 0; i < n; i++) norm2 += (double)grad[i] * grad[i];
+    double norm = sqrt(norm2);
+    if (norm < 1e-6) fail_msg("%s: gradient is zero; the check would prove nothing", what);
+    float *saved = mallocCheck(n * sizeof(float));
+    memcpy(saved, param, n * sizeof(float));
+    double h = FD_STEP / 4;
+    for (size_t i = 0; i < n; i++) param[i] = saved[i] + (float)(h * grad[i] / norm);
+    double up = f(ctx);
+    for (size_t i = 0; i < n; i++) param[i] = saved[i] - (float)(h * grad[i] / norm);
+    double down = f(ctx);
+    memcpy(param, saved, n * sizeof(float));
+    free(saved);
+    double directional = (up - down) / (2.0 * h);
+    if (!(fabs(directional - norm) <= FD_DIR_RTOL * norm))
+        fail_msg("%s: derivative along the gradient %.6g, |gradient| %.6g", what, directional, norm);
+}
+
+static float *random_floats(size_t n, float std, uint64_t seed) {
+    float *x = mallocCheck(n * sizeof(float));
+    uint64_t rng = rng_seed(seed);
+    fill_normal(x, n, std, &rng);
+    return x;
+}
+
+// sum_i w_i y_i in double: a scalar loss whose d/dy is w.
+static double weighted_sum(const float *y, const float *w, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)y[i] * w[i];
+    return s;
+}
+
+// --- layer checks ------------------------------------------------------------------------
+
+typedef struct {
+    int N, n, d;
+    float *x, *w, *y, *wy;
+} MatmulCase;
+
+static double matmul_loss(void *ctx) {
+    MatmulCase *m = ctx;
+    matmul(m->y, m->x, m->w, m->N, m->n, m->d);
+    return weighted_sum(m->y, m->wy, (size_t)m->N * m->d);
+}
+
+static void test_matmul_backward(void **state) {
+    (void)state;
+    MatmulCase m = {6, 10, 7, random_floats(60, 1, 1), random_floats(70, 1, 2), random_floats(42, 1, 3),
+                    random_floats(42, 1, 4)};
+    float *dx = callocCheck(60, sizeof(float)), *dw = callocCheck(70, sizeof(float));
+    matmul_backward(dx, dw, m.wy, m.x, m.w, m.N, m.n, m.d);
+    check_gradient("matmul dx", matmul_loss, &m, m.x, dx, 60);
+    check_gradient("matmul dw", matmul_loss, &m, m.w, dw, 70);
+    free(m.x), free(m.w), free(m.y), free(m.wy), free(dx), free(dw);
+}
+
+typedef struct {
+    int N, C;
+    float *x, *w, *y, *wy;
+} NormCase;
+
+static double rmsnorm_loss(void *ctx) {
+    NormCase *c = ctx;
+    rmsnorm(c->y, c->x, c->w, c->N, c->C, 1e-5f);
+    return weighted_sum(c->y, c->wy, (size_t)c->N * c->C);
+}
+
+static void test_rmsnorm_backward(void **state) {
+    (void)state;
+    int N = 20, C = 12; // 20 rows: more than one reduction chunk holds rows
+    NormCase c = {N, C, random_floats(N * C, 1, 5), random_floats(C, 0.3f, 6), random_floats(N * C, 1, 7),
+                  random_floats(N * C, 1, 8)};
+    for (int i = 0; i < C; i++) c.w[i] += 1.0f;
+    float *dx = random_floats(N * C, 1, 9), *dx0 = mallocCheck(N * C * sizeof(float));
+    float *dw = callocCheck(C, sizeof(float));
+    memcpy(dx0, dx, N * C * sizeof(float)); // backward adds: start from non-zero
+    rmsnorm_backward(dx, dw, c.wy, c.x, c.w, N, C, 1e-5f);
+    for (int i = 0; i < N * C; i++) dx[i] -= dx0[i];
+    check_gradient("rmsnorm dx", rmsnorm_loss, &c, c.x, dx, N * C);
+    check_gradient("rmsnorm dw", rmsnorm_loss, &c, c.w, dw, C);
+    free(c.x), free(c.w), free(c.y), free(c.wy), free(dx), free(dx0), free(dw);
+}
+
+typedef struct {
+    int N, T, heads, hd;
+    float *x, *y, *wy, *inv_freq;
+    float mscale;
+} RopeCase;
+
+static double rope_loss(void *ctx) {
+    RopeCase *c = ctx;
+    size_t n = (size_t)c->N * c->heads * c->hd;
+    memcpy(c->y, c->x, n * sizeof(float));
+    rope_forward(c->y, c->N, c->T, c->heads, c->hd, c->inv_freq, c->mscale);
+    return weighted_sum(c->y, c->wy, n);
+}
+
+static void test_rope_backward(void **state) {
+    (void)state;
+    RopeConfig rc = {10000.0f, ROPE_YARN, 4.0f, 8, 32.0f, 1.0f}; // YaRN: mscale != 1 is covered
+    RopeCase c = {12, 6, 3, 8, random_floats(288, 1, 10), mallocCheck(288 * sizeof(float)),
+                  random_floats(288, 1, 11), mallocCheck(4 * sizeof(float)), 0};
+    c.mscale = rope_frequencies(c.inv_freq, c.hd, &rc);
+    assert_true(c.mscale > 1.01f);
+    float *dx = mallocCheck(288 * sizeof(float));
+    memcpy(dx, c.wy, 288 * sizeof(float));
+    rope_backward(dx, c.N, c.T, c.heads, c.hd, c.inv_freq, c.mscale);
+    check_gradient("rope dx", rope_loss, &c, c.x, dx, 288);
+    free(c.x), free(c.y), free(c.wy), free(c.inv_freq), free(dx);
+}
+
+typedef struct {
+    size_t n;
+    float *gate, *up, *y, *wy;
+} SwigluCase;
+
+static double swiglu_loss(void *ctx) {
+    SwigluCase *c = ctx;
+    swiglu(c->y, c->gate, c->up, 1, (int)c->n);
+    return weighted_sum(c->y, c->wy, c->n);
+}
+
+static void test_swiglu_backward(void **state) {
+    (void)state;
+    SwigluCase c = {50, random_floats(50, 2, 12), random_floats(50, 1, 13), mallocCheck(200), random_floats(50, 1, 14)};
+    float *dg = mallocCheck(200), *du = mallocCheck(200);
+    swiglu_backward(dg, du, c.wy, c.gate, c.up, c.n);
+    check_gradient("swiglu d gate", swiglu_loss, &c, c.gate, dg, c.n);
+    check_gradient("swiglu d up", swiglu_loss, &c, c.up, du, c.n);
+    free(c.gate), free(c.up), free(c.y), free(c.wy), free(dg), free(du);
+}
+
+typedef struct {
+    int B, T;
+    AttentionShape s;
+    float *q, *k, *v, *out, *probs, *wy;
+} AttentionCase;
+
+static double attention_loss(void *ctx) {
+    AttentionCase *c = ctx;
+    attention_forward(c->out, c->probs, c->q, c->k, c->v, c->B, c->T, &c->s);
+    return weighted_sum(c->out, c->wy, (size_t)c->B * c->T * c->s.n_heads * c->s.head_dim);
+}
+
+static void check_attention(int n_heads, int n_kv_heads, int window, int n_sink) {
+    int B = 2, T = 7, hd = 4;
+    size_t nq = (size_t)B * T * n_heads * hd, nkv = (size_t)B * T * n_kv_heads * hd;
+    AttentionCase c = {B, T, {n_heads, n_kv_heads, hd, window, n_sink, 0.5f},
+                       random_floats(nq, 1, 15), random_floats(nkv, 1, 16), random_floats(nkv, 1, 17),
+                       mallocCheck(nq * 4), mallocCheck((size_t)B * n_heads * T * T * 4), random_floats(nq, 1, 18)};
+    float *dq = mallocCheck(nq * 4), *dk = mallocCheck(nkv * 4), *dv = mallocCheck(nkv * 4);
+    attention_loss(&c);
+    attention_backward(dq, dk, dv, c.wy, c.probs, c.q, c.k, c.v, B, T, &c.s);
+    char what[64];
+    snprintf(what, sizeof what, "attention %d/%d heads window %d sinks %d: dq", n_heads, n_kv_heads, window, n_sink);
+    check_gradient(what, attention_loss, &c, c.q, dq, nq);
+    what[strlen(what) - 1] = 'k';
+    check_gradient(what, attention_loss, &c, c.k, dk, nkv);
+    what[strlen(what) - 1] = 'v';
+    check_gradient(what, attention_loss, &c, c.v, dv, nkv);
+    free(c.q), free(c.k), free(c.v), free(c.out), free(c.probs), free(c.wy), free(dq), free(dk), free(dv);
+}
+
+static void test_attention_backward(void **state) {
+    (void)state;
+    check_attention(4, 4, 0, 0); // MHA
+    check_attention(4, 2, 0, 0); // GQA
+    check_attention(4, 1, 0, 0); // MQA
+    check_attention(4, 2, 3, 1); // GQA, sliding window with a sink
+}
+
+typedef struct {
+    int N, V;
+    float *logits, *scratch, *row_loss;
+    int *targets;
+} XentCase;
+
+static double xent_loss(void *ctx) {
+    XentCase *c = ctx;
+    memcpy(c->scratch, c->logits, (size_t)c->N * c->V * sizeof(float));
+    return crossentropy_forward(c->scratch, c->row_loss, c->targets, c->N, c->V);
+}
+
+static void test_crossentropy_backward(void **state) {
+    (void)state;
+    int N = 5, V = 9, targets[5] = {3, 0, -1, 8, 3};
+    XentCase c = {N, V, random_floats(N * V, 2, 19), mallocCheck(N * V * 4), mallocCheck(N * 4), targets};
+    double loss = xent_loss(&c);
+    double want = 0.0; // the loss from its definition, in double
+    for (int r = 0; r < N; r++) {
+        if (targets[r] < 0) continue;
+        double sum = 0.0;
+        for (int i = 0; i < V; i++) sum += exp(c.logits[r * V + i]);
+        want += log(sum) - c.logits[r * V + targets[r]];
+    }
+    assert_true(fabs(loss - want) <= 1e-5 * want);
+    crossentropy_backward(c.scratch, targets, N, V, 1.0f);
+    float *grad = mallocCheck(N * V * 4);
+    memcpy(grad, c.scratch, N * V * 4);
+    for (int i = 0; i < V; i++) assert_true(grad[2 * V + i] == 0.0f); // no target, no gradient
+    check_gradient("cross-entropy d logits", xent_loss, &c, c.logits, grad, N * V);
+    free(c.logits), free(c.scratch), free(c.row_loss), free(grad);
+}
+
+// --- whole model -----------------------------------------------------------------------------
+
+static Config tiny_config(int n_heads, int n_kv_heads, int tied, int window, int n_sink) {
+    Config c = config_default();
+    c.dim = 16;
+    c.hidden_dim = 24;
+    c.n_layers = 2;
+    c.n_heads = n_heads;
+    c.n_kv_heads = n_kv_heads;
+    c.head_dim = 4;
+    c.vocab_size = 23;
+    c.seq_len = 16;
+    c.tied_embeddings = tied;
+    c.window = window;
+    c.n_sink = n_sink;
+    return c;
+}
+
+static TrainConfig tiny_train_config(int B, int T) {
+    TrainConfig tc = train_config_default();
+    tc.batch_size = B;
+    tc.seq_len = T;
+    tc.init_std = 0.3f; // far from uniform logits, so every path carries gradient
+    return tc;
+}
+
+typedef struct {
+    Trainer *t;
+    const int *inputs, *targets;
+    int B, T;
+} ModelCase;
+
+static double model_loss(void *ctx) {
+    ModelCase *m = ctx;
+    return trainer_forward(m->t, m->inputs, m->targets, m->B, m->T);
+}
+
+static void check_model_gradients(int n_heads, int n_kv_heads, int tied, int window, int n_sink) {
+    Config c = tiny_config(n_heads, n_kv_heads, tied, window, n_sink);
+    int B = 2, T = 8;
+    TrainConfig tc = tiny_train_config(B, T);
+    Trainer t;
+    trainer_init(&t, &c, &tc);
+    uint64_t rng = rng_seed(42);
+    for (int i = 0; i < c.n_layers * c.dim; i++) { // gains away from 1
+        t.model.weights.rms_att[i] = 1.0f + 0.3f * rng_normal(&rng);
+        t.model.weights.rms_ffn[i] = 1.0f + 0.3f * rng_normal(&rng);
+    }
+    int inputs[16], targets[16];
+    for (int i = 0; i < B * T; i++) {
+        inputs[i] = (int)(rng_u64(&rng) % c.vocab_size);
+        targets[i] = i == 5 ? -1 : (int)(rng_u64(&rng) % c.vocab_size);
+    }
+    ModelCase m = {&t, inputs, targets, B, T};
+    trainer_zero_grad(&t);
+    model_loss(&m);
+    trainer_backward(&t, 1.0f);
+    // Each tensor on its own (element samples and its own gradient direction), then all at once.
+    const Weights *w = &t.model.weights, *g = &t.grad;
+    size_t C = c.dim, H = c.hidden_dim, L = c.n_layers, V = c.vocab_size, qd = n_heads * 4, kvd = n_kv_heads * 4;
+    struct { const char *name; float *p; const float *g; size_t n; } tensors[] = {
+        {"token_embedding", w->token_embedding, g->token_embedding, V * C}, {"rms_att", w->rms_att, g->rms_att, L * C},
+        {"wq", w->wq, g->wq, L * qd * C}, {"wk", w->wk, g->wk, L * kvd * C}, {"wv", w->wv, g->wv, L * kvd * C},
+        {"wo", w->wo, g->wo, L * C * qd}, {"rms_ffn", w->rms_ffn, g->rms_ffn, L * C}, {"w1", w->w1, g->w1, L * H * C},
+        {"w2", w->w2, g->w2, L * C * H}, {"w3", w->w3, g->w3, L * H * C}, {"rms_final", w->rms_final, g->rms_final, C},
+        {"wcls", w->wcls, g->wcls, tied ? 0 : V * C}};
+    char what[96];
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
+        if (tensors[i].n == 0) continue;
+        snprintf(what, sizeof what, "model %d/%d heads tied %d window %d: %s", n_heads, n_kv_heads, tied, window,
+                 tensors[i].name);
+        check_gradient(what, model_loss, &m, tensors[i].p, tensors[i].g, tensors[i].n);
+    }
+    snprintf(what, sizeof what, "model %d/%d heads tied %d window %d: all", n_heads, n_kv_heads, tied, window);
+    check_gradient(what, model_loss, &m, t.model.params, t.grads, t.model.n_params);
+    trainer_free(&t);
+}
+
+static void test_model_gradients_mha(void **state) {
+    (void)state;
+    check_model_gradients(4, 4, 0, 0, 0);
+}
+
+static void test_model_gradients_gqa(void **state) {
+    (void)state;
+    check_model_gradients(4, 2, 1, 0, 0);
+    check_model_gradients(4, 2, 0, 3, 1);
+}
+
+static void test_model_gradients_mqa(void **state) {
+    (void)state;
+    check_model_gradients(4, 1, 1, 0, 0);
+}
+
+static void test_forward_matches_model(void **state) {
+    (void)state;
+    Config c = tiny_config(4, 2, 0, 5, 1);
+    c.rope.scaling = ROPE_YARN; // mscale != 1 on both sides
+    c.rope.factor = 2.0f;
+    c.rope.orig_ctx = 8;
+    int T = 12;
+    TrainConfig tc = tiny_train_config(2, T);
+    Trainer t;
+    trainer_init(&t, &c, &tc);
+    int tokens[24];
+    uint64_t rng = rng_seed(3);
+    for (int i = 0; i < 24; i++) tokens[i] = (int)(rng_u64(&rng) % c.vocab_size);
+    trainer_forward(&t, tokens, NULL, 2, T);
+    float *want = mallocCheck((size_t)T * c.vocab_size * sizeof(float));
+    for (int b = 0; b < 2; b++) {
+        model_forward_full(&t.model, tokens + b * T, T, want, 1);
+        double err = max_rel_error(t.acts.logits + (size_t)b * T * c.vocab_size, want, (size_t)T * c.vocab_size);
+        if (!(err <= 1e-4)) fail_msg("sequence %d: training forward vs model_forward_full: %.3g", b, err);
+    }
+    free(want);
+    trainer_free(&t);
+}
+
+// --- training ------------------------------------------------------------------------------
+
+static const char TEXT[] =
+    "In the beginning God created the heaven and the earth. And the earth was without form, and void; "
+    "and darkness was upon the face of the deep. And the Spirit of God moved upon the face of the waters.";
+
+typedef struct {
+    Tokenizer tok;
+    int *tokens;
+    size_t n;
+    TrainData data;
+} SmallData;
+
+static void small_data(SmallData *s, int vocab_size) {
+    Error err;
+    if (tokenizer_train_bpe(&s->tok, (const unsigned char *)TEXT, strlen(TEXT), vocab_size, &err))
+        fail_msg("%s", err.msg);
+    s->tokens = mallocCheck(tokenizer_max_tokens(strlen(TEXT)) * sizeof(int));
+    s->n = tokenizer_encode(&s->tok, (const unsigned char *)TEXT, strlen(TEXT), false, false, s->tokens);
+    s->data = (TrainData){s->tokens, s->n, s->tokens, s->n, &s->tok};
+}
+
+static void small_data_free(SmallData *s) {
+    tokenizer_free(&s->tok);
+    free(s->tokens);
+}
+
+static Config small_model_config(const Tokenizer *tok) {
+    Config c = tiny_config(4, 2, 1, 0, 0);
+    c.dim = 32;
+    c.hidden_dim = 64;
+    c.head_dim = 8;
+    c.vocab_size = tok->vocab_size;
+    c.seq_len = 128;
+    return c;
+}
+
+static void train_steps(Trainer *t, const TrainData *d, int steps, int stop_at, const char *ckpt) {
+    TrainRun run = {NULL, NULL, ckpt, 0, 1234, stop_at};
+    TrainResult res;
+    Error err;
+    t->tc.steps = steps;
+    if (train_run(t, d, &run, &res, &err)) fail_msg("train_run: %s", err.msg);
+}
+
+static void test_overfits_short_text(void **state) {
+    (void)state;
+    SmallData s;
+    small_data(&s, 300);
+    Config c = small_model_config(&s.tok);
+    assert_true(s.n <= (size_t)c.seq_len);
+    TrainConfig tc = train_config_default();
+    tc.batch_size = 2;
+    tc.seq_len = (int)s.n; // every sequence is BOS + the whole text: nothing is ambiguous
+    tc.steps = 300;
+    tc.warmup_steps = 20;
+    tc.lr = 1e-2f;
+    tc.weight_decay = 0.0f;
+    tc.eval_every = 300;
+    Trainer t;
+    trainer_init(&t, &c, &tc);
+    train_steps(&t, &s.data, tc.steps, 0, NULL);
+    double bpb, loss = train_evaluate(&t, &s.data, 0, &bpb);
+    if (!(loss < 0.05)) fail_msg("loss after %d steps on %zu tokens: %.4f nats / token", tc.steps, s.n, loss);
+    trainer_free(&t);
+    small_data_free(&s);
+}
+
+static TrainConfig determinism_config(void) {
+    TrainConfig tc = train_config_default();
+    tc.batch_size = 3;
+    tc.seq_len = 24;
+    tc.grad_accum = 2;
+    tc.warmup_steps = 3;
+    tc.eval_every = 5;
+    tc.passkey_frac = 0.0f;
+    tc.seed = 77;
+    return tc;
+}
+
+static void test_same_seed_same_weights(void **state) {
+    (void)state;
+    kernels_set_threads(1);
+    SmallData s;
+    small_data(&s, 300);
+    Config c = small_model_config(&s.tok);
+    TrainConfig tc = determinism_config();
+    Trainer a, b;
+    trainer_init(&a, &c, &tc);
+    trainer_init(&b, &c, &tc);
+    train_steps(&a, &s.data, 12, 0, NULL);
+    train_steps(&b, &s.data, 12, 0, NULL);
+    assert_memory_equal(a.model.params, b.model.params, a.model.n_params * sizeof(float));
+    // and a different seed gives different weights
+    tc.seed++;
+    Trainer other;
+    trainer_init(&other, &c, &tc);
+    train_steps(&other, &s.data, 12, 0, NULL);
+    assert_memory_not_equal(a.model.params, other.model.params, a.model.n_params * sizeof(float));
+    trainer_free(&a);
+    trainer_free(&b);
+    trainer_free(&other);
+    small_data_free(&s);
+    kernels_set_threads(2);
+}
+
+static void test_resume_equals_uninterrupted(void **state) {
+    (void)state;
+    kernels_set_threads(1);
+    SmallData s;
+    small_data(&s, 300);
+    Config c = small_model_config(&s.tok);
+    TrainConfig tc = determinism_config();
+    char ckpt[64];
+    snprintf(ckpt, sizeof ckpt, "/tmp/test_train_%d.ckpt", (int)getpid());
+    remove(ckpt);
+    Trainer whole, first, second;
+    trainer_init(&whole, &c, &tc);
+    train_steps(&whole, &s.data, 12, 0, NULL);
+    trainer_init(&first, &c, &tc);
+    train_steps(&first, &s.data, 12, 7, ckpt); // stops after step 7, leaving a checkpoint
+    assert_int_equal(first.step, 7);
+    trainer_init(&second, &c, &tc); // a fresh process would start like this
+    train_steps(&second, &s.data, 12, 0, ckpt);
+    assert_memory_equal(whole.model.params, second.model.params, whole.model.n_params * sizeof(float));
+    assert_memory_equal(whole.adam_v, second.adam_v, whole.model.n_params * sizeof(float));
+    assert_int_equal(second.n_log, whole.n_log); // the log survives the interruption
+    for (int i = 0; i < whole.n_log; i++) assert_true(whole.log[i].val_loss == second.log[i].val_loss);
+
+    // A checkpoint of another key, or a truncated one, is refused and leaves the trainer alone.
+    Error err;
+    assert_int_equal(trainer_load(&second, ckpt, 999, &err), -1);
+    assert_non_null(strstr(err.msg, "another model"));
+    FILE *f = fopen(ckpt, "r+b");
+    assert_non_null(f);
+    assert_int_equal(ftruncate(fileno(f), 100), 0);
+    fclose(f);
+    assert_int_equal(trainer_load(&second, ckpt, 1234, &err), -1);
+    assert_memory_equal(whole.model.params, second.model.params, whole.model.n_params * sizeof(float));
+    remove(ckpt);
+    trainer_free(&whole);
+    trainer_free(&first);
+    trainer_free(&second);
+    small_data_free(&s);
+    kernels_set_threads(2);
+}
+
+// Plain greedy decoding: prefill the prompt, then one decode step per generated token.
+static int greedy_reproduces(Model *m, const int *seq, const PasskeyLayout *L) {
+    const Config *c = &m->config;
+    RunState s;
+    KVCache cache;
+    runstate_alloc(&s, c, L->prompt_len);
+    kv_cache_alloc(&cache, c->n_layers, c->n_kv_heads, c->head_dim, c->seq_len);
+    KVCache *caches[1] = {&cache};
+    float *logits = mallocCheck((size_t)c->vocab_size * sizeof(float));
+    model_prefill(m, &s, &cache, seq, L->prompt_len, logits, 0);
+    int right = 1;
+    for (int i = 0; i < L->answer_len && right; i++) {
+        int best = 0;
+        for (int v = 1; v < c->vocab_size; v++) best = logits[v] > logits[best] ? v : best;
+        right = best == seq[L->prompt_len + i];
+        model_decode(m, &s, caches, &best, 1, logits);
+    }
+    free(logits);
+    kv_cache_free(&cache);
+    runstate_free(&s);
+    return right;
+}
+
+// Filler: TEXT ten times; the tokenizer also learns the passkey phrases, so needles are short.
+static void passkey_data(SmallData *s) {
+    static const char PHRASES[] = "The number of the key is 12345. Keep it in thine heart, and forget not the "
+                                  "number.\nWhat is the number of the key? The number of the key is 67890.\n";
+    size_t len = 10 * strlen(TEXT);
+    char *text = mallocCheck(len + sizeof PHRASES);
+    for (int i = 0; i < 10; i++) memcpy(text + i * strlen(TEXT), TEXT, strlen(TEXT));
+    memcpy(text + len, PHRASES, sizeof PHRASES);
+    Error err;
+    if (tokenizer_train_bpe(&s->tok, (const unsigned char *)text, strlen(text), 360, &err)) fail_msg("%s", err.msg);
+    s->tokens = mallocCheck(tokenizer_max_tokens(len) * sizeof(int));
+    s->n = tokenizer_encode(&s->tok, (const unsigned char *)text, len, false, false, s->tokens);
+    s->data = (TrainData){s->tokens, s->n, s->tokens, s->n, &s->tok};
+    free(text);
+}
+
+static void test_learns_passkey_retrieval(void **state) {
+    (void)state;
+    SmallData s;
+    passkey_data(&s);
+    Config c = small_model_config(&s.tok);
+    int T = passkey_min_len(&s.tok) + 24;
+    c.seq_len = T;
+    TrainConfig tc = train_config_default();
+    tc.batch_size = 8;
+    tc.seq_len = T;
+    tc.steps = PASSKEY_STEPS;
+    tc.warmup_steps = 20;
+    tc.lr = 1e-2f;
+    tc.passkey_frac = 1.0f;
+    tc.eval_every = tc.steps;
+    Trainer t;
+    trainer_init(&t, &c, &tc);
+    train_steps(&t, &s.data, tc.steps, 0, NULL);
+    Error err;
+    int n = 40;
+    double acc = passkey_accuracy(&t.model, &s.tok, s.tokens, s.n, T, n, 99, &err);
+    printf("passkey accuracy %.3f (T %d)\n", acc, T);
+    if (!(acc >= 0.9)) fail_msg("passkey accuracy %.3f after %d steps", acc, tc.steps);
+    // the evaluator agrees with plain greedy decoding, sample by sample
+    uint64_t rng = rng_seed(99);
+    int *seq = mallocCheck((size_t)T * sizeof(int)), agree = 0, right = 0;
+    for (int i = 0; i < n; i++) {
+        PasskeyLayout L;
+        assert_int_equal(passkey_sequence(&s.tok, seq, T, s.tokens, s.n, &rng, &L, &err), 0);
+        right += greedy_reproduces(&t.model, seq, &L);
+    }
+    assert_int_equal(right, (int)(acc * n + 0.5));
+    (void)agree;
+    free(seq);
+    trainer_free(&t);
+    small_data_free(&s);
+}
+
+static void test_lr_schedule(void **state) {
+    (void)state;
+    TrainConfig tc = train_config_default();
+    tc.steps = 100;
+    tc.warmup_steps = 10;
+    tc.lr = 1e-3f;
+    tc.min_lr_ratio = 0.1f;
+    assert_float_equal(train_lr(&tc, 0), 1e-4f, 1e-9f);
+    assert_float_equal(train_lr(&tc, 9), 1e-3f, 1e-9f);
+    assert_float_equal(train_lr(&tc, 10), 1e-3f, 1e-9f);
+    assert_float_equal(train_lr(&tc, 99), 1e-4f, 1e-9f);
+    for (int s = 10; s < 99; s++) assert_true(train_lr(&tc, s + 1) <= train_lr(&tc, s));
+    assert_float_equal(train_lr(&tc, 10 + 89 / 2), 0.55e-3f, 2e-5f); // cosine midpoint
+}
+
+int main(void) {
+    kernels_set_threads(2);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matmul_backward),
+        cmocka_unit_test(test_rmsnorm_backward),
+        cmocka_unit_test(test_rope_backward),
+        cmocka_unit_test(test_swiglu_backward),
+        cmocka_unit_test(test_attention_backward),
+        cmocka_unit_test(test_crossentropy_backward),
+        cmocka_unit_test(test_model_gradients_mha),
+        cmocka_unit_test(test_model_gradients_gqa),
+        cmocka_unit_test(test_model_gradients_mqa),
+        cmocka_unit_test(test_forward_matches_model),
+        cmocka_unit_test(test_overfits_short_text),
+        cmocka_unit_test(test_same_seed_same_weights),
+        cmocka_unit_test(test_resume_equals_uninterrupted),
+        cmocka_unit_test(test_learns_passkey_retrieval),
+        cmocka_unit_test(test_lr_schedule),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
