@@ -14,7 +14,7 @@
 #include "common.h"
 #include "csv.h"
 
-static char root[512], out_dir[256], again_dir[256];
+static char root[512], bin[512], out_dir[256], again_dir[256];
 
 #define MAX_FIELDS 64
 
@@ -84,6 +84,9 @@ static int setup(void **state) {
     (void)state;
     const char *r = getenv("INFERLAB_ROOT");
     snprintf(root, sizeof root, "%s", r ? r : ".");
+    // the programs `make report` ran (bin/, or build-san/bin under SANITIZE=1)
+    const char *b = getenv("INFERLAB_BIN");
+    snprintf(bin, sizeof bin, "%s", b ? b : "bin");
     char tmpl[] = "/tmp/inferlab-e2e-XXXXXX";
     if (!mkdtemp(tmpl)) return -1;
     snprintf(out_dir, sizeof out_dir, "%s/run", tmpl);
@@ -217,13 +220,13 @@ static void compare_columns(const char *file, const char *columns) {
 
 static void test_non_timing_columns_reproduce(void **state) {
     (void)state;
-    char cmd[4096];
+    char cmd[8192];
     // the same programs, model, seeds and thread count as the pipeline (see the Makefile)
     snprintf(cmd, sizeof cmd,
-             "cd %s && for p in kv_cache sampling; do bin/$p --profile quick --out %s "
+             "cd %s && for p in kv_cache sampling; do %s/$p --profile quick --out %s "
              "--model out/models/quick/target.gguf > /dev/null 2>&1 || exit 1; done && "
-             "bin/attention_kernels --profile quick --out %s > /dev/null 2>&1",
-             root, again_dir, again_dir);
+             "%s/attention_kernels --profile quick --out %s > /dev/null 2>&1",
+             root, bin, again_dir, bin, again_dir);
     run(cmd);
     for (size_t i = 0; i < sizeof DETERMINISTIC / sizeof DETERMINISTIC[0]; i++)
         compare_columns(DETERMINISTIC[i].file, DETERMINISTIC[i].columns);
