@@ -210,8 +210,8 @@ static Range y_range(const Chart *c) {
         }
     }
     if (c->kind == CHART_BAR && c->yscale == SCALE_LINEAR) range_add(&r, 0, c->yscale);
-    if (c->kind == CHART_ROOFLINE)
-        for (int i = 0; i < c->n_peaks; i++) range_add(&r, c->peaks[i].value * 1.6, c->yscale); // room for labels
+    for (int i = 0; i < c->n_peaks; i++) // room for the label above the ceiling
+        range_add(&r, c->peaks[i].value * (c->yscale == SCALE_LINEAR ? 1.1 : 1.6), c->yscale);
     range_override(&r, c->ymin, c->ymax);
     return r;
 }
@@ -720,7 +720,7 @@ static void draw_xy_body(Plot *p) {
     cairo_clip(cr);
     if (c->kind == CHART_BAR) draw_bars(p);
     else {
-        if (c->kind == CHART_ROOFLINE) draw_ceilings(p);
+        draw_ceilings(p);
         for (int i = 0; i < c->n_series; i++) draw_band(p, &c->series[i]);
         for (int i = 0; i < c->n_series; i++) draw_line_series(p, &c->series[i]);
         if (c->kind == CHART_ROOFLINE) draw_point_labels(p);

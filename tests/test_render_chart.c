@@ -1,8 +1,9 @@
 // test_render_chart.c: chart drawing (render/chart.c, render/chart_draw.c). Images have the
 // size the dpi asks for and are saved as 8-bit RGB PNGs (no alpha: libharu 2.3 would store
 // an alpha mask uncompressed); series are drawn in their palette colours; the legend hides
-// no data; heatmap cells follow the colour map; and awkward data (empty, NaN, infinities,
-// values <= 0 on log axes, one point, a huge range, many categories) draws without crashing.
+// no data; heatmap cells follow the colour map; a line chart shows its ceiling; and awkward
+// data (empty, NaN, infinities, values <= 0 on log axes, one point, a huge range, many
+// categories) draws without crashing.
 // Run: make build/tests/test_render_chart && ./build/tests/test_render_chart
 #include <setjmp.h>
 #include <stdarg.h>
@@ -222,11 +223,31 @@ static void test_roofline(void **state) {
     chart_free(&c);
 }
 
+// A line chart with a flat ceiling above its data (a measured peak): the y axis stretches
+// to show it and it is drawn across the plot in the roof's dark grey.
+static void test_line_ceiling(void **state) {
+    (void)state;
+    long grey[2];
+    for (int with_peak = 0; with_peak < 2; with_peak++) {
+        Chart c;
+        chart_init(&c, CHART_LINE);
+        Series *s = chart_add_series(&c, "rate");
+        for (int i = 0; i < 5; i++) series_add(s, 128 << i, 50 + 10 * i);
+        if (with_peak) chart_add_ceiling(&c, 1, 150, "sgemm 150 GFLOP/s", STYLE_SOLID);
+        cairo_surface_t *img = chart_draw(&c, 470, 260, 200);
+        grey[with_peak] = count_colour(img, 0x45, 0x45, 0x45, 8);
+        cairo_surface_destroy(img);
+        chart_free(&c);
+    }
+    assert_true(grey[1] - grey[0] > 1500); // a line 1.3 pt thick across the plot, and its label
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_png_size_and_format), cmocka_unit_test(test_series_colours),
         cmocka_unit_test(test_legend_hides_no_data), cmocka_unit_test(test_heatmap_colours),
         cmocka_unit_test(test_awkward_data),        cmocka_unit_test(test_roofline),
+        cmocka_unit_test(test_line_ceiling),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -131,11 +131,24 @@ static void test_block_errors(void **state) {
     expect_error("@figure\nx: a\ny: b\n@end\n", 4, "@figure at line 1 needs the option 'csv'");
     expect_error("@figure\nkind: heatmap\ncsv: a.csv\nx: a\ny: b\n@end\n", 6, "needs the option 'z'");
     expect_error("@figure\nkind: roofline\ncsv: a.csv\nx: a\ny: b\nbandwidth: 1\n@end\n", 7, "needs the option 'peak'");
+    expect_error("@figure\ncsv: a.csv\nx: a\ny: b\npeak: 1\nbandwidth: 1\n@end\n", 6, "option 'bandwidth' is not known for line");
     expect_error("@table\ncsv: a.csv\n@end\n", 3, "@table at line 1 needs the option 'columns'");
     expect_error("@figure\ncsv: a.csv\ncsv: b.csv\nx: a\ny: b\n@end\n", 3, "option 'csv' is given twice");
     expect_error("@figure\ncsv a.csv\n@end\n", 2, "expected 'key: value'");
     expect_error("\n@figure\ncsv: a.csv\nx: a\ny: b\n", 2, "block has no @end");
     expect_error("@figure\ncsv: a.csv\n@section B\n", 3, "missing @end for the block opened at line 1");
+}
+
+// A line figure may draw flat ceilings (peak:), as a roofline does, but needs none.
+static void test_line_peak(void **state) {
+    (void)state;
+    char path[512];
+    write_in_dir("t.tmpl", "@figure\ncsv: a.csv\nx: t\ny: rate\npeak: b.csv:gflop_s ; sgemm\n@end\n", path, sizeof path);
+    Template t;
+    Error err;
+    if (template_load(&t, path, &err)) fail_msg("%s", err.msg);
+    assert_string_equal(block_option(&t.blocks[0], "peak"), "b.csv:gflop_s ; sgemm");
+    template_free(&t);
 }
 
 static void test_include_errors(void **state) {
@@ -159,7 +172,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_template), cmocka_unit_test(test_directive_errors),
         cmocka_unit_test(test_block_errors),  cmocka_unit_test(test_include_errors),
-        cmocka_unit_test(test_bad_text),
+        cmocka_unit_test(test_bad_text),      cmocka_unit_test(test_line_peak),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
