@@ -62,6 +62,10 @@ CFLAGS     += -DINFERLAB_CUDA -I$(CUDA_HOME)/include
 LDLIBS     += -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
 endif
 
+# meta.csv records the flags the lab was built with
+HW_CFLAGS := $(filter-out -I% -M% -MP,$(CFLAGS))
+$(BUILD)/experiments/engine/hw.o: CFLAGS += -DINFERLAB_CFLAGS='"$(HW_CFLAGS)"'
+
 PROGRAMS := $(patsubst experiments/%.c,$(BIN)/%,$(PROG_SRC)) $(if $(wildcard render/main.c),$(BIN)/render)
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 LIBS     := $(ENGINE_LIB) $(KERNEL_LIB) $(CUDA_LIB)

@@ -44,7 +44,7 @@ static Settings settings_for(const char *profile) {
     if (strcmp(profile, "quick") == 0)
         return (Settings){.t_max = 256, .batch = 1, .heads = 2, .sgemm_n = 256, .min_reps = 3, .max_reps = 5,
                           .gflop_per_point = 0.05, .seed = 1};
-    return (Settings){.t_max = 8192, .batch = 1, .heads = 4, .sgemm_n = 2048, .min_reps = 3, .max_reps = 50,
+    return (Settings){.t_max = 16384, .batch = 1, .heads = 4, .sgemm_n = 2048, .min_reps = 3, .max_reps = 50,
                       .gflop_per_point = 20.0, .seed = 1};
 }
 
@@ -56,7 +56,7 @@ static int reps_for(double gflop_per_call, const Settings *st) {
 static void usage(void) {
     printf("Usage: attention_kernels [options]\n"
            "Naive vs flash attention on the CPU: time, GFLOP/s, working memory and error vs T.\n\n"
-           "  --t-max N        longest sequence of the sweep 128, 256, ... (full: 8192, quick: 256)\n"
+           "  --t-max N        longest sequence of the sweep 128, 256, ... (full: 16384, quick: 256)\n"
            "  --batch N        batch size B (default 1)\n"
            "  --heads N        heads H (full: 4, quick: 2)\n"
            "  --seed N         seed of the random q, k, v (default 1)\n" CLI_COMMON_HELP
