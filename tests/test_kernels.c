@@ -32,6 +32,7 @@ static void check_matmul(int T, int n, int d) {
 static void test_matmul(void **state) {
     (void)state;
     check_matmul(1, 288, 768);  // sgemv path
+    check_matmul(1, 301, 4000); // streaming path (> 4 MiB), n not a multiple of 8
     check_matmul(7, 33, 65);    // odd sizes, sgemm path
     check_matmul(64, 288, 288);
 }
