@@ -35,9 +35,6 @@ typedef double (*LossFn)(void *ctx);
 #define FD_ATOL 2e-3
 #define FD_DIR_RTOL 1e-2
 #define FD_SAMPLES 24
-#ifndef PASSKEY_STEPS
-#define PASSKEY_STEPS 300
-#endif
 
 static double central_difference(LossFn f, void *ctx, float *p, size_t i, double h) {
     float saved = p[i];
@@ -255,11 +252,16 @@ static void test_crossentropy_backward(void **state) {
         want += log(sum) - c.logits[r * V + targets[r]];
     }
     assert_true(fabs(loss - want) <= 1e-5 * want);
-    crossentropy_backward(c.scratch, targets, N, V, 1.0f);
+    crossentropy_backward(c.scratch, targets, NULL, N, V, 1.0f);
     float *grad = mallocCheck(N * V * 4);
     memcpy(grad, c.scratch, N * V * 4);
     for (int i = 0; i < V; i++) assert_true(grad[2 * V + i] == 0.0f); // no target, no gradient
     check_gradient("cross-entropy d logits", xent_loss, &c, c.logits, grad, N * V);
+    // weighted: each row's gradient scales by its weight
+    float weights[5] = {0.5f, 2.0f, 7.0f, 1.0f, 3.0f};
+    xent_loss(&c);
+    crossentropy_backward(c.scratch, targets, weights, N, V, 1.0f);
+    for (int i = 0; i < N * V; i++) assert_float_equal(c.scratch[i], weights[i / V] * grad[i], 1e-6f);
     free(c.logits), free(c.scratch), free(c.row_loss), free(grad);
 }
 
@@ -297,7 +299,7 @@ typedef struct {
 
 static double model_loss(void *ctx) {
     ModelCase *m = ctx;
-    return trainer_forward(m->t, m->inputs, m->targets, m->B, m->T);
+    return trainer_forward(m->t, m->inputs, m->targets, NULL, m->B, m->T);
 }
 
 static void check_model_gradients(int n_heads, int n_kv_heads, int tied, int window, int n_sink) {
@@ -370,7 +372,7 @@ static void test_forward_matches_model(void **state) {
     int tokens[24];
     uint64_t rng = rng_seed(3);
     for (int i = 0; i < 24; i++) tokens[i] = (int)(rng_u64(&rng) % c.vocab_size);
-    trainer_forward(&t, tokens, NULL, 2, T);
+    trainer_forward(&t, tokens, NULL, NULL, 2, T);
     float *want = mallocCheck((size_t)T * c.vocab_size * sizeof(float));
     for (int b = 0; b < 2; b++) {
         model_forward_full(&t.model, tokens + b * T, T, want, 1);
@@ -528,81 +530,49 @@ static void test_resume_equals_uninterrupted(void **state) {
     kernels_set_threads(2);
 }
 
-// Plain greedy decoding: prefill the prompt, then one decode step per generated token.
-static int greedy_reproduces(Model *m, const int *seq, const PasskeyLayout *L) {
-    const Config *c = &m->config;
-    RunState s;
-    KVCache cache;
-    runstate_alloc(&s, c, L->prompt_len);
-    kv_cache_alloc(&cache, c->n_layers, c->n_kv_heads, c->head_dim, c->seq_len);
-    KVCache *caches[1] = {&cache};
-    float *logits = mallocCheck((size_t)c->vocab_size * sizeof(float));
-    model_prefill(m, &s, &cache, seq, L->prompt_len, logits, 0);
-    int right = 1;
-    for (int i = 0; i < L->answer_len && right; i++) {
-        int best = 0;
-        for (int v = 1; v < c->vocab_size; v++) best = logits[v] > logits[best] ? v : best;
-        right = best == seq[L->prompt_len + i];
-        model_decode(m, &s, caches, &best, 1, logits);
-    }
-    free(logits);
-    kv_cache_free(&cache);
-    runstate_free(&s);
-    return right;
-}
-
-// Filler: TEXT ten times; the tokenizer also learns the passkey phrases, so needles are short.
-static void passkey_data(SmallData *s) {
-    static const char PHRASES[] = "The number of the key is 12345. Keep it in thine heart, and forget not the "
-                                  "number.\nWhat is the number of the key? The number of the key is 67890.\n";
-    size_t len = 10 * strlen(TEXT);
-    char *text = mallocCheck(len + sizeof PHRASES);
-    for (int i = 0; i < 10; i++) memcpy(text + i * strlen(TEXT), TEXT, strlen(TEXT));
-    memcpy(text + len, PHRASES, sizeof PHRASES);
-    Error err;
-    if (tokenizer_train_bpe(&s->tok, (const unsigned char *)text, strlen(text), 360, &err)) fail_msg("%s", err.msg);
-    s->tokens = mallocCheck(tokenizer_max_tokens(len) * sizeof(int));
-    s->n = tokenizer_encode(&s->tok, (const unsigned char *)text, len, false, false, s->tokens);
-    s->data = (TrainData){s->tokens, s->n, s->tokens, s->n, &s->tok};
-    free(text);
-}
-
-static void test_learns_passkey_retrieval(void **state) {
+// One trainer_update against AdamW written out in double: bias-corrected moments, decay on
+// matrices only, the gradient clipped to grad_clip by its global norm.
+static void test_adamw_step(void **state) {
     (void)state;
-    SmallData s;
-    passkey_data(&s);
-    Config c = small_model_config(&s.tok);
-    int T = passkey_min_len(&s.tok) + 24;
-    c.seq_len = T;
-    TrainConfig tc = train_config_default();
-    tc.batch_size = 8;
-    tc.seq_len = T;
-    tc.steps = PASSKEY_STEPS;
-    tc.warmup_steps = 20;
+    Config c = tiny_config(4, 2, 0, 0, 0);
+    TrainConfig tc = tiny_train_config(1, 4);
     tc.lr = 1e-2f;
-    tc.passkey_frac = 1.0f;
-    tc.eval_every = tc.steps;
+    tc.warmup_steps = 0;
+    tc.weight_decay = 0.1f;
+    tc.grad_clip = 0.5f;
     Trainer t;
     trainer_init(&t, &c, &tc);
-    train_steps(&t, &s.data, tc.steps, 0, NULL);
-    Error err;
-    int n = 40;
-    double acc = passkey_accuracy(&t.model, &s.tok, s.tokens, s.n, T, n, 99, &err);
-    printf("passkey accuracy %.3f (T %d)\n", acc, T);
-    if (!(acc >= 0.9)) fail_msg("passkey accuracy %.3f after %d steps", acc, tc.steps);
-    // the evaluator agrees with plain greedy decoding, sample by sample
-    uint64_t rng = rng_seed(99);
-    int *seq = mallocCheck((size_t)T * sizeof(int)), agree = 0, right = 0;
-    for (int i = 0; i < n; i++) {
-        PasskeyLayout L;
-        assert_int_equal(passkey_sequence(&s.tok, seq, T, s.tokens, s.n, &rng, &L, &err), 0);
-        right += greedy_reproduces(&t.model, seq, &L);
+    size_t n = t.model.n_params;
+    double *p = mallocCheck(n * sizeof(double)), *m = callocCheck(n, sizeof(double)), *v = callocCheck(n, sizeof(double));
+    for (size_t i = 0; i < n; i++) p[i] = t.model.params[i];
+    uint64_t rng = rng_seed(8);
+    const Weights *w = &t.model.weights;
+    size_t LC = (size_t)c.n_layers * c.dim, att = w->rms_att - t.model.params, ffn = w->rms_ffn - t.model.params,
+           fin = w->rms_final - t.model.params;
+    for (int step = 1; step <= 3; step++) {
+        fill_normal(t.grads, n, 0.05f, &rng);
+        double norm = 0.0;
+        for (size_t i = 0; i < n; i++) norm += (double)t.grads[i] * t.grads[i];
+        norm = sqrt(norm);
+        assert_true(norm > tc.grad_clip); // clipping is exercised
+        double lr = train_lr(&tc, step - 1), scale = tc.grad_clip / norm;
+        for (size_t i = 0; i < n; i++) {
+            double g = t.grads[i] * scale;
+            m[i] = 0.9 * m[i] + 0.1 * g;
+            v[i] = 0.95 * v[i] + 0.05 * g * g;
+            double m_hat = m[i] / (1 - pow(0.9, step)), v_hat = v[i] / (1 - pow(0.95, step));
+            int gain = (i >= att && i < att + LC) || (i >= ffn && i < ffn + LC) || (i >= fin && i < fin + c.dim);
+            double decay = gain ? 0.0 : 0.1; // norm gains are not decayed
+            p[i] -= lr * (m_hat / (sqrt(v_hat) + 1e-8) + decay * p[i]);
+        }
+        float got_norm = trainer_update(&t);
+        assert_float_equal(got_norm, norm, 1e-4 * norm);
     }
-    assert_int_equal(right, (int)(acc * n + 0.5));
-    (void)agree;
-    free(seq);
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs(t.model.params[i] - p[i]) <= 1e-6 + 1e-5 * fabs(p[i])))
+            fail_msg("param %zu after 3 AdamW steps: %.9g, want %.9g", i, t.model.params[i], p[i]);
+    free(p), free(m), free(v);
     trainer_free(&t);
-    small_data_free(&s);
 }
 
 static void test_lr_schedule(void **state) {
@@ -636,7 +606,7 @@ int main(void) {
         cmocka_unit_test(test_overfits_short_text),
         cmocka_unit_test(test_same_seed_same_weights),
         cmocka_unit_test(test_resume_equals_uninterrupted),
-        cmocka_unit_test(test_learns_passkey_retrieval),
+        cmocka_unit_test(test_adamw_step),
         cmocka_unit_test(test_lr_schedule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

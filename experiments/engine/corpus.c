@@ -290,6 +290,20 @@ int passkey_min_len(const Tokenizer *tok) {
     return 1 + encode_text(tok, needle, tokens) + digits + encode_text(tok, QUESTION, tokens) + digits + 1;
 }
 
+// Random filler windows tried in search of one without digits (then the last one is used).
+#define FILLER_ATTEMPTS 32
+
+// Does any of the n tokens hold a digit?
+static int has_digit(const Tokenizer *tok, const int *tokens, int n) {
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        const unsigned char *piece = tokenizer_piece(tok, -1, tokens[i], &len);
+        for (size_t j = 0; j < len; j++)
+            if (piece[j] >= '0' && piece[j] <= '9') return 1;
+    }
+    return 0;
+}
+
 // Does token end a line?
 static int ends_line(const Tokenizer *tok, int token) {
     size_t len;
@@ -318,7 +332,9 @@ int passkey_sequence(const Tokenizer *tok, int *seq, int n, const int *filler, s
     if (n_filler < (size_t)n) return error_set(err, "passkey filler has %zu tokens, fewer than the %d asked", n_filler, n);
     PasskeyLayout L;
     memset(&L, 0, sizeof L);
-    L.number = 10000u + (unsigned)(rng_u64(rng) % 90000u);
+    unsigned lo = 1, hi = 9; // the PASSKEY_DIGITS-digit numbers
+    for (int d = 1; d < PASSKEY_DIGITS; d++) lo *= 10, hi = hi * 10 + 9;
+    L.number = lo + (unsigned)(rng_u64(rng) % (hi - lo + 1));
     float depth = rng_uniform(rng);
     char needle_text[160];
     snprintf(needle_text, sizeof needle_text, NEEDLE_FMT, L.number);
@@ -329,8 +345,11 @@ int passkey_sequence(const Tokenizer *tok, int *seq, int n, const int *filler, s
     L.answer_len = encode_text(tok, L.answer, answer);
 
     int n_fill = n - 1 - L.needle_len - question_len - L.answer_len;
-    size_t offset = rng_u64(rng) % (n_filler - (size_t)n_fill + 1);
-    const int *fill = filler + offset;
+    const int *fill = filler;
+    for (int attempt = 0; attempt < FILLER_ATTEMPTS; attempt++) {
+        fill = filler + rng_u64(rng) % (n_filler - (size_t)n_fill + 1);
+        if (!has_digit(tok, fill, n_fill)) break;
+    }
     int split = line_start_near(tok, fill, n_fill, (int)(depth * n_fill));
 
     int at = 0;

@@ -39,6 +39,7 @@ TrainConfig train_config_default(void) {
     tc.adam_eps = 1e-8f;
     tc.grad_clip = 1.0f;
     tc.init_std = 0.02f;
+    tc.passkey_weight = 1.0f;
     tc.eval_every = 100;
     tc.seed = 1;
     return tc;
@@ -59,6 +60,7 @@ int train_config_validate(const TrainConfig *tc, const Config *c, char *why, siz
     else if (!(tc->adam_eps > 0.0f) || !(tc->grad_clip >= 0.0f) || !(tc->init_std > 0.0f))
         bad = "adam_eps and init_std must be > 0, grad_clip >= 0";
     else if (!(tc->passkey_frac >= 0.0f && tc->passkey_frac <= 1.0f)) bad = "passkey_frac not in [0, 1]";
+    else if (!(tc->passkey_weight >= 0.0f && tc->passkey_weight <= 1e4f)) bad = "passkey_weight not in [0, 1e4]";
     if (bad && why) snprintf(why, why_len, "%s", bad);
     return bad == NULL;
 }
@@ -126,7 +128,7 @@ void rope_forward(float *x, int N, int T, int n_heads, int hd, const float *inv_
 
 // y = mscale * R(p) x, so dx = mscale * R(p)^T dy = mscale * R(-p) dy.
 void rope_backward(float *dx, int N, int T, int n_heads, int hd, const float *inv_freq, float mscale) {
-    rope_rows(dx, N, T, n_heads, hd, inv_freq, mscale, 1);
+    rope_rows(dx, N, T, n_heads, hd, inv_freq, mscale, -1);
 }
 
 void swiglu_backward(float *d_gate, float *d_up, const float *d_out, const float *gate, const float *up,
@@ -254,7 +256,7 @@ double crossentropy_forward(float *logits, float *row_loss, const int *targets, 
     return total;
 }
 
-void crossentropy_backward(float *probs, const int *targets, int N, int V, float scale) {
+void crossentropy_backward(float *probs, const int *targets, const float *weights, int N, int V, float scale) {
     #pragma omp parallel for schedule(static) if ((size_t)N * V >= PARALLEL_MIN_ELEMS)
     for (int r = 0; r < N; r++) {
         float *row = probs + (size_t)r * V;
@@ -262,8 +264,9 @@ void crossentropy_backward(float *probs, const int *targets, int N, int V, float
             memset(row, 0, (size_t)V * sizeof(float));
             continue;
         }
-        for (int i = 0; i < V; i++) row[i] *= scale;
-        row[targets[r]] -= scale;
+        float w = weights ? scale * weights[r] : scale;
+        for (int i = 0; i < V; i++) row[i] *= w;
+        row[targets[r]] -= w;
     }
 }
 
@@ -293,6 +296,7 @@ static void activations_alloc(Activations *a, const Config *c, int max_rows, int
     a->row_loss = alloc_floats(N);
     a->inputs = mallocCheck(N * sizeof(int));
     a->targets = mallocCheck(N * sizeof(int));
+    a->weights = alloc_floats(N);
     a->d_resid = alloc_floats(N * C);
     a->d_xn = alloc_floats(N * C);
     a->d_q = alloc_floats(N * qd);
@@ -305,7 +309,7 @@ static void activations_alloc(Activations *a, const Config *c, int max_rows, int
 
 static void activations_free(Activations *a) {
     void *bufs[] = {a->resid, a->resid_mid, a->xn_att, a->q, a->k, a->v, a->probs, a->att, a->xn_ffn,
-                    a->gate, a->up, a->act, a->xn_final, a->logits, a->row_loss, a->inputs, a->targets,
+                    a->gate, a->up, a->act, a->xn_final, a->logits, a->row_loss, a->inputs, a->targets, a->weights,
                     a->d_resid, a->d_xn, a->d_q, a->d_k, a->d_v, a->d_att, a->d_gate, a->d_up};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     memset(a, 0, sizeof *a);
@@ -357,7 +361,7 @@ static AttentionShape attention_shape(const Config *c) {
 // Per-layer slices of the activation buffers (each holds max_rows rows per layer).
 #define LAYER(buf, l, width) ((buf) + (size_t)(l) * a->max_rows * (width))
 
-double trainer_forward(Trainer *t, const int *inputs, const int *targets, int B, int T) {
+double trainer_forward(Trainer *t, const int *inputs, const int *targets, const float *weights, int B, int T) {
     const Config *c = &t->model.config;
     const Weights *w = &t->model.weights;
     Activations *a = &t->acts;
@@ -407,6 +411,7 @@ double trainer_forward(Trainer *t, const int *inputs, const int *targets, int B,
     for (int r = 0; r < N; r++)
         if (targets[r] < -1 || targets[r] >= V) die("trainer_forward: target %d outside the vocabulary", targets[r]);
     memcpy(a->targets, targets, (size_t)N * sizeof(int));
+    for (int r = 0; r < N; r++) a->weights[r] = weights ? weights[r] : 1.0f;
     return crossentropy_forward(a->logits, a->row_loss, a->targets, N, V);
 }
 
@@ -421,7 +426,7 @@ void trainer_backward(Trainer *t, float scale) {
     size_t NC = (size_t)N * C;
     AttentionShape shape = attention_shape(c);
 
-    crossentropy_backward(a->logits, a->targets, N, V, scale); // logits now hold d logits
+    crossentropy_backward(a->logits, a->targets, a->weights, N, V, scale); // logits now hold d logits
     memset(a->d_xn, 0, NC * sizeof(float));
     matmul_backward(a->d_xn, g->wcls, a->logits, a->xn_final, w->wcls, N, C, V);
     memset(a->d_resid, 0, NC * sizeof(float));
@@ -521,23 +526,34 @@ float trainer_update(Trainer *t) {
 // --- data ----------------------------------------------------------------------------------
 
 void train_sample_batch(const TrainData *d, const TrainConfig *tc, int step, int micro, int *inputs,
-                        int *targets) {
+                        int *targets, float *weights) {
     int B = tc->batch_size, T = tc->seq_len;
     int *seq = mallocCheck((size_t)(T + 1) * sizeof(int));
     for (int b = 0; b < B; b++) {
         uint64_t index = ((uint64_t)step * tc->grad_accum + micro) * B + b;
         uint64_t rng = rng_seed(tc->seed ^ (0x9E3779B97F4A7C15ull * (index + 1)));
+        int answer_from = T, answer_to = T; // targets [from, to) are a passkey answer
+        int n = 0;                          // tokens of seq filled so far
         if (rng_uniform(&rng) < tc->passkey_frac) {
+            // A passkey sequence of random length (short ones teach retrieval fastest: fewer
+            // keys compete), continued by ordinary text up to the row's end.
+            int min_len = passkey_min_len(d->tok);
+            n = min_len + (int)(rng_u64(&rng) % (uint64_t)(T + 2 - min_len));
             Error err;
-            if (passkey_sequence(d->tok, seq, T + 1, d->train, d->n_train, &rng, NULL, &err))
+            PasskeyLayout layout;
+            if (passkey_sequence(d->tok, seq, n, d->train, d->n_train, &rng, &layout, &err))
                 die("passkey batch: %s", err.msg);
+            answer_from = layout.prompt_len - 1;
+            answer_to = n - 1;
         } else {
-            size_t offset = rng_u64(&rng) % (d->n_train - T + 1);
-            seq[0] = d->tok->bos_id;
-            memcpy(seq + 1, d->train + offset, (size_t)T * sizeof(int));
+            seq[n++] = d->tok->bos_id;
         }
+        size_t offset = rng_u64(&rng) % (d->n_train - (size_t)(T + 1 - n) + 1);
+        memcpy(seq + n, d->train + offset, (size_t)(T + 1 - n) * sizeof(int));
         memcpy(inputs + (size_t)b * T, seq, (size_t)T * sizeof(int));
         memcpy(targets + (size_t)b * T, seq + 1, (size_t)T * sizeof(int));
+        for (int i = 0; i < T; i++)
+            weights[(size_t)b * T + i] = i >= answer_from && i < answer_to ? tc->passkey_weight : 1.0f;
     }
     free(seq);
 }
@@ -564,7 +580,7 @@ double train_evaluate(Trainer *t, const TrainData *d, size_t max_tokens, double 
                 tokens += 1;
             }
         }
-        nats += trainer_forward(t, inputs, targets, nb, T);
+        nats += trainer_forward(t, inputs, targets, NULL, nb, T);
     }
     free(inputs);
     free(targets);
@@ -722,6 +738,7 @@ int train_run(Trainer *t, const TrainData *d, const TrainRun *run, TrainResult *
     }
     int B = tc->batch_size, T = tc->seq_len, stop = run->stop_at > 0 && run->stop_at < tc->steps ? run->stop_at : tc->steps;
     int *inputs = mallocCheck((size_t)B * T * sizeof(int)), *targets = mallocCheck((size_t)B * T * sizeof(int));
+    float *weights = alloc_floats((size_t)B * T);
     double tokens_per_step = (double)B * T * tc->grad_accum, step_flops = train_step_flops(&t->model.config, tc);
     double start = now_seconds(), interval_start = start, interval_loss = 0.0;
     int interval_steps = 0;
@@ -729,8 +746,8 @@ int train_run(Trainer *t, const TrainData *d, const TrainRun *run, TrainResult *
         trainer_zero_grad(t);
         double loss = 0.0;
         for (int micro = 0; micro < tc->grad_accum; micro++) {
-            train_sample_batch(d, tc, t->step, micro, inputs, targets);
-            loss += trainer_forward(t, inputs, targets, B, T);
+            train_sample_batch(d, tc, t->step, micro, inputs, targets, weights);
+            loss += trainer_forward(t, inputs, targets, weights, B, T);
             trainer_backward(t, 1.0f / (float)tokens_per_step);
         }
         float lr = train_lr(tc, t->step);
@@ -770,5 +787,6 @@ int train_run(Trainer *t, const TrainData *d, const TrainRun *run, TrainResult *
     res->wall_seconds = now_seconds() - start;
     free(inputs);
     free(targets);
+    free(weights);
     return 0;
 }

@@ -120,7 +120,7 @@ uint64_t zoo_model_key(const ZooModel *m, uint64_t corpus_hash) {
                       (int64_t)t->seed};
     float floats[] = {c->norm_eps, c->rope.theta, c->rope.factor, c->rope.beta_fast, c->rope.beta_slow,
                       t->lr, t->min_lr_ratio, t->weight_decay, t->beta1, t->beta2, t->adam_eps, t->grad_clip,
-                      t->init_std, t->passkey_frac};
+                      t->init_std, t->passkey_frac, t->passkey_weight};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) h = hash_int(h, ints[i]);
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) h = hash_float(h, floats[i]);
     return h;
