@@ -42,7 +42,7 @@
 #define CORPUS_BLOCK_SOFT 32768
 #define CORPUS_BLOCK_HARD 131072
 #define CORPUS_MAX_BYTES ((size_t)1 << 30)
-#define PASSKEY_DIGITS 1
+#define PASSKEY_DIGITS 5
 
 typedef struct {
     char *text;       // the normalised corpus, NUL-terminated
