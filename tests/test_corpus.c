@@ -280,6 +280,43 @@ static void test_passkey_sequence(void **state) {
     passkey_fixture_free(&f);
 }
 
+// Filler with a chapter heading every few lines: the haystack avoids the digits.
+static void test_passkey_filler_without_digits(void **state) {
+    (void)state;
+    PasskeyFixture f;
+    passkey_fixture(&f);
+    const char *heading = "Psalms 119\n";
+    size_t n_text = 0, cap = 200 * (sizeof FILLER_TEXT + 16);
+    char *text = mallocCheck(cap);
+    text[0] = '\0';
+    for (int i = 0; i < 200; i++) {
+        strcat(text, FILLER_TEXT);
+        if (i % 6 == 5) strcat(text, heading);
+    }
+    n_text = strlen(text);
+    int *filler = mallocCheck(tokenizer_max_tokens(n_text) * sizeof(int));
+    size_t n_filler = tokenizer_encode(&f.tok, (const unsigned char *)text, n_text, false, false, filler);
+    char *all = decode(&f.tok, filler, (int)n_filler);
+    assert_non_null(strstr(all, "119")); // the haystack source has digits
+    free(all);
+    int n = passkey_min_len(&f.tok) + 60, *seq = mallocCheck((size_t)n * sizeof(int));
+    uint64_t rng = rng_seed(9);
+    for (int s = 0; s < 30; s++) {
+        PasskeyLayout L;
+        assert_int_equal(passkey_sequence(&f.tok, seq, n, filler, n_filler, &rng, &L, NULL), 0);
+        char *before = decode(&f.tok, seq, L.needle_at);
+        char *after = decode(&f.tok, seq + L.needle_at + L.needle_len, L.prompt_len - L.needle_at - L.needle_len);
+        assert_null(strpbrk(before, "0123456789"));
+        assert_null(strpbrk(after, "0123456789"));
+        free(before);
+        free(after);
+    }
+    free(seq);
+    free(filler);
+    free(text);
+    passkey_fixture_free(&f);
+}
+
 static void test_fnv1a(void **state) {
     (void)state;
     assert_true(fnv1a(FNV_OFFSET, "", 0) == 0xcbf29ce484222325ull);
@@ -296,6 +333,7 @@ int main(void) {
         cmocka_unit_test(test_load_bad_files),
         cmocka_unit_test(test_load_kjv),
         cmocka_unit_test(test_passkey_sequence),
+        cmocka_unit_test(test_passkey_filler_without_digits),
         cmocka_unit_test(test_fnv1a),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,9 +7,15 @@
 //    to 1e-2 relative;
 //  - the training forward's logits equal model_forward_full's (max relative error 1e-4);
 //  - a tiny model overfits a short text to a loss below 0.05 nats / token;
+//  - three AdamW steps equal the update written out in double (bias correction, decay on
+//    matrices only, global-norm clipping);
+//  - batches: BOS first, targets shifted by one, text rows are windows of the stream,
+//    passkey rows answer with their needle's number, reproducible from (seed, step, micro);
 //  - the same seed gives bit-identical weights (1 thread); a run stopped at a checkpoint
 //    and resumed gives bit-identical weights to an uninterrupted one;
+//  - gradients with 2 threads equal those with 1 (max relative error 1e-5): no races;
 //  - the warmup + cosine schedule, and checkpoints of another key or damaged are refused.
+// The tests run on one thread: their models are tiny.
 // Run: make build/tests/test_train && ./build/tests/test_train
 #include <setjmp.h>
 #include <stdarg.h>
@@ -252,16 +258,11 @@ static void test_crossentropy_backward(void **state) {
         want += log(sum) - c.logits[r * V + targets[r]];
     }
     assert_true(fabs(loss - want) <= 1e-5 * want);
-    crossentropy_backward(c.scratch, targets, NULL, N, V, 1.0f);
+    crossentropy_backward(c.scratch, targets, N, V, 1.0f);
     float *grad = mallocCheck(N * V * 4);
     memcpy(grad, c.scratch, N * V * 4);
     for (int i = 0; i < V; i++) assert_true(grad[2 * V + i] == 0.0f); // no target, no gradient
     check_gradient("cross-entropy d logits", xent_loss, &c, c.logits, grad, N * V);
-    // weighted: each row's gradient scales by its weight
-    float weights[5] = {0.5f, 2.0f, 7.0f, 1.0f, 3.0f};
-    xent_loss(&c);
-    crossentropy_backward(c.scratch, targets, weights, N, V, 1.0f);
-    for (int i = 0; i < N * V; i++) assert_float_equal(c.scratch[i], weights[i / V] * grad[i], 1e-6f);
     free(c.logits), free(c.scratch), free(c.row_loss), free(grad);
 }
 
@@ -299,7 +300,7 @@ typedef struct {
 
 static double model_loss(void *ctx) {
     ModelCase *m = ctx;
-    return trainer_forward(m->t, m->inputs, m->targets, NULL, m->B, m->T);
+    return trainer_forward(m->t, m->inputs, m->targets, m->B, m->T);
 }
 
 static void check_model_gradients(int n_heads, int n_kv_heads, int tied, int window, int n_sink) {
@@ -372,7 +373,7 @@ static void test_forward_matches_model(void **state) {
     int tokens[24];
     uint64_t rng = rng_seed(3);
     for (int i = 0; i < 24; i++) tokens[i] = (int)(rng_u64(&rng) % c.vocab_size);
-    trainer_forward(&t, tokens, NULL, NULL, 2, T);
+    trainer_forward(&t, tokens, NULL, 2, T);
     float *want = mallocCheck((size_t)T * c.vocab_size * sizeof(float));
     for (int b = 0; b < 2; b++) {
         model_forward_full(&t.model, tokens + b * T, T, want, 1);
@@ -451,6 +452,71 @@ static void test_overfits_short_text(void **state) {
     small_data_free(&s);
 }
 
+// Filler: TEXT ten times; the tokenizer also learns the passkey phrases, so needles are short.
+static void passkey_data(SmallData *s) {
+    static const char PHRASES[] = "The number of the key is 12345. Keep it in thine heart, and forget not the "
+                                  "number.\nWhat is the number of the key? The number of the key is 67890.\n";
+    size_t len = 10 * strlen(TEXT);
+    char *text = mallocCheck(len + sizeof PHRASES);
+    for (int i = 0; i < 10; i++) memcpy(text + i * strlen(TEXT), TEXT, strlen(TEXT));
+    memcpy(text + len, PHRASES, sizeof PHRASES);
+    Error err;
+    if (tokenizer_train_bpe(&s->tok, (const unsigned char *)text, strlen(text), 360, &err)) fail_msg("%s", err.msg);
+    s->tokens = mallocCheck(tokenizer_max_tokens(len) * sizeof(int));
+    s->n = tokenizer_encode(&s->tok, (const unsigned char *)text, len, false, false, s->tokens);
+    s->data = (TrainData){s->tokens, s->n, s->tokens, s->n, &s->tok};
+    free(text);
+}
+
+// Batches: BOS first, targets shifted by one, text rows are windows of the stream, passkey
+// rows hold the needle and end their question with the needle's number; a pure function of
+// (seed, step, micro).
+static void test_sample_batch(void **state) {
+    (void)state;
+    SmallData s;
+    passkey_data(&s);
+    TrainConfig tc = train_config_default();
+    tc.batch_size = 6;
+    tc.seq_len = passkey_min_len(&s.tok) + 40;
+    int B = tc.batch_size, T = tc.seq_len;
+    int *in = mallocCheck((size_t)B * T * sizeof(int)), *tg = mallocCheck((size_t)B * T * sizeof(int));
+    int *in2 = mallocCheck((size_t)B * T * sizeof(int)), *tg2 = mallocCheck((size_t)B * T * sizeof(int));
+    for (int pass = 0; pass < 2; pass++) {
+        tc.passkey_frac = (float)pass;
+        train_sample_batch(&s.data, &tc, 3, 1, in, tg);
+        for (int b = 0; b < B; b++) {
+            const int *row = in + (size_t)b * T, *next = tg + (size_t)b * T;
+            assert_int_equal(row[0], s.tok.bos_id);
+            for (int i = 0; i + 1 < T; i++) assert_int_equal(next[i], row[i + 1]);
+            int seq[512]; // the whole sequence: inputs and the last target
+            memcpy(seq, row, (size_t)T * sizeof(int));
+            seq[T] = next[T - 1];
+            size_t len;
+            char *text = (char *)tokenizer_decode(&s.tok, seq, (size_t)T + 1, &len);
+            char *question = strstr(text, "What is the number of the key? The number of the key is ");
+            if (pass == 0) { // a window of the stream
+                assert_null(question);
+                int found = 0;
+                for (size_t o = 0; o + T - 1 <= s.n && !found; o++)
+                    found = memcmp(s.tokens + o, row + 1, (size_t)(T - 1) * sizeof(int)) == 0;
+                assert_true(found);
+            } else { // the needle's number answers the question
+                char *needle = strstr(text, "The number of the key is ");
+                assert_non_null(needle);
+                assert_non_null(question);
+                assert_memory_equal(needle + 25, question + 56, 5);
+            }
+            free(text);
+        }
+        train_sample_batch(&s.data, &tc, 3, 1, in2, tg2);
+        assert_memory_equal(in, in2, (size_t)B * T * sizeof(int));
+        train_sample_batch(&s.data, &tc, 4, 1, in2, tg2);
+        assert_memory_not_equal(in, in2, (size_t)B * T * sizeof(int));
+    }
+    free(in), free(tg), free(in2), free(tg2);
+    small_data_free(&s);
+}
+
 static TrainConfig determinism_config(void) {
     TrainConfig tc = train_config_default();
     tc.batch_size = 3;
@@ -458,14 +524,12 @@ static TrainConfig determinism_config(void) {
     tc.grad_accum = 2;
     tc.warmup_steps = 3;
     tc.eval_every = 5;
-    tc.passkey_frac = 0.0f;
     tc.seed = 77;
     return tc;
 }
 
 static void test_same_seed_same_weights(void **state) {
     (void)state;
-    kernels_set_threads(1);
     SmallData s;
     small_data(&s, 300);
     Config c = small_model_config(&s.tok);
@@ -486,12 +550,10 @@ static void test_same_seed_same_weights(void **state) {
     trainer_free(&b);
     trainer_free(&other);
     small_data_free(&s);
-    kernels_set_threads(2);
 }
 
 static void test_resume_equals_uninterrupted(void **state) {
     (void)state;
-    kernels_set_threads(1);
     SmallData s;
     small_data(&s, 300);
     Config c = small_model_config(&s.tok);
@@ -527,7 +589,6 @@ static void test_resume_equals_uninterrupted(void **state) {
     trainer_free(&first);
     trainer_free(&second);
     small_data_free(&s);
-    kernels_set_threads(2);
 }
 
 // One trainer_update against AdamW written out in double: bias-corrected moments, decay on
@@ -575,6 +636,45 @@ static void test_adamw_step(void **state) {
     trainer_free(&t);
 }
 
+// The parallel paths (work above the single-thread thresholds) give the gradients of the
+// serial ones: a race in a backward pass would show here.
+static void test_threads_agree(void **state) {
+    (void)state;
+    Config c = tiny_config(4, 2, 1, 0, 0);
+    c.dim = 64;
+    c.hidden_dim = 128;
+    c.head_dim = 16;
+    c.vocab_size = 300;
+    c.seq_len = 64;
+    int B = 4, T = 64;
+    TrainConfig tc = tiny_train_config(B, T);
+    int inputs[256], targets[256];
+    uint64_t rng = rng_seed(12);
+    for (int i = 0; i < B * T; i++) {
+        inputs[i] = (int)(rng_u64(&rng) % c.vocab_size);
+        targets[i] = (int)(rng_u64(&rng) % c.vocab_size);
+    }
+    float *grads[2];
+    for (int threads = 1; threads <= 2; threads++) {
+        kernels_set_threads(threads);
+        Trainer t;
+        trainer_init(&t, &c, &tc);
+        trainer_zero_grad(&t);
+        trainer_forward(&t, inputs, targets, B, T);
+        trainer_backward(&t, 1.0f / (B * T));
+        grads[threads - 1] = mallocCheck(t.model.n_params * sizeof(float));
+        memcpy(grads[threads - 1], t.grads, t.model.n_params * sizeof(float));
+        if (threads == 2) {
+            double err = max_rel_error(grads[1], grads[0], t.model.n_params);
+            if (!(err <= 1e-5)) fail_msg("gradients with 2 threads vs 1: max relative error %.3g", err);
+        }
+        trainer_free(&t);
+    }
+    kernels_set_threads(1);
+    free(grads[0]);
+    free(grads[1]);
+}
+
 static void test_lr_schedule(void **state) {
     (void)state;
     TrainConfig tc = train_config_default();
@@ -591,7 +691,7 @@ static void test_lr_schedule(void **state) {
 }
 
 int main(void) {
-    kernels_set_threads(2);
+    kernels_set_threads(1); // the models here are tiny: one thread is fastest (and deterministic)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_backward),
         cmocka_unit_test(test_rmsnorm_backward),
@@ -604,9 +704,11 @@ int main(void) {
         cmocka_unit_test(test_model_gradients_mqa),
         cmocka_unit_test(test_forward_matches_model),
         cmocka_unit_test(test_overfits_short_text),
+        cmocka_unit_test(test_sample_batch),
         cmocka_unit_test(test_same_seed_same_weights),
         cmocka_unit_test(test_resume_equals_uninterrupted),
         cmocka_unit_test(test_adamw_step),
+        cmocka_unit_test(test_threads_agree),
         cmocka_unit_test(test_lr_schedule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -290,9 +290,6 @@ int passkey_min_len(const Tokenizer *tok) {
     return 1 + encode_text(tok, needle, tokens) + digits + encode_text(tok, QUESTION, tokens) + digits + 1;
 }
 
-// Random filler windows tried in search of one without digits (then the last one is used).
-#define FILLER_ATTEMPTS 32
-
 // Does any of the n tokens hold a digit?
 static int has_digit(const Tokenizer *tok, const int *tokens, int n) {
     for (int i = 0; i < n; i++) {

@@ -11,7 +11,7 @@
 //     tabs become one space; no line has leading or trailing space.
 // Any other file (CORPUS=path) is used as it is, after checking that it is UTF-8.
 //
-// Split (corpus_split): the text is cut into blocks, each ending at a blank line (KJV: one
+// Split: the text is cut into blocks, each ending at a blank line (KJV: one
 // chapter per block), or at a line break once it reaches CORPUS_BLOCK_SOFT bytes, or at a
 // UTF-8 character boundary at CORPUS_BLOCK_HARD bytes (text without line breaks). Block i goes
 // to validation when i % CORPUS_VAL_EVERY == CORPUS_VAL_EVERY / 2 (KJV: Genesis 11, 31, ...,
@@ -21,10 +21,13 @@
 // Passkey sequence (passkey_sequence), n tokens, ending in its answer:
 //   BOS | filler ... | needle | filler ... | question | answer
 // The needle is the line "The number of the key is 48213. Keep it in thine heart, and
-// forget not the number." placed at the start of the line holding a random depth of the
-// filler (of the next line when that is the first; at the depth itself without line breaks); the question is "\nWhat is the number of the key? The number of the key is", the
-// answer " 48213" (a uniform random 5-digit number). Filler is consecutive tokens of a token
-// stream from a random offset. The tokenizer splits digits apart, so the number is copied
+// forget not the number." placed at the start of the line that holds a random depth of the
+// filler (the next line's start when that is the first line; the depth itself when the
+// filler has no line break). The question is "\nWhat is the number of the key? The number of
+// the key is", the answer " 48213": a uniform random PASSKEY_DIGITS-digit number. The filler
+// is consecutive tokens of a token stream from a random offset, one without digits when
+// one of FILLER_ATTEMPTS random offsets gives it (KJV: no chapter heading), so the key is the
+// only number in the haystack. The tokenizer splits digits apart, so the number is copied
 // digit by digit. The evaluator (passkey_accuracy) counts a sample right when greedy
 // decoding after the prompt reproduces the answer's tokens exactly.
 //
@@ -42,7 +45,8 @@
 #define CORPUS_BLOCK_SOFT 32768
 #define CORPUS_BLOCK_HARD 131072
 #define CORPUS_MAX_BYTES ((size_t)1 << 30)
-#define PASSKEY_DIGITS 5
+#define PASSKEY_DIGITS 5 // digits of a passkey (the first is never 0)
+#define FILLER_ATTEMPTS 32
 
 typedef struct {
     char *text;       // the normalised corpus, NUL-terminated

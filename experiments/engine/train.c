@@ -39,7 +39,6 @@ TrainConfig train_config_default(void) {
     tc.adam_eps = 1e-8f;
     tc.grad_clip = 1.0f;
     tc.init_std = 0.02f;
-    tc.passkey_weight = 1.0f;
     tc.eval_every = 100;
     tc.seed = 1;
     return tc;
@@ -60,7 +59,6 @@ int train_config_validate(const TrainConfig *tc, const Config *c, char *why, siz
     else if (!(tc->adam_eps > 0.0f) || !(tc->grad_clip >= 0.0f) || !(tc->init_std > 0.0f))
         bad = "adam_eps and init_std must be > 0, grad_clip >= 0";
     else if (!(tc->passkey_frac >= 0.0f && tc->passkey_frac <= 1.0f)) bad = "passkey_frac not in [0, 1]";
-    else if (!(tc->passkey_weight >= 0.0f && tc->passkey_weight <= 1e4f)) bad = "passkey_weight not in [0, 1e4]";
     if (bad && why) snprintf(why, why_len, "%s", bad);
     return bad == NULL;
 }
@@ -256,7 +254,7 @@ double crossentropy_forward(float *logits, float *row_loss, const int *targets, 
     return total;
 }
 
-void crossentropy_backward(float *probs, const int *targets, const float *weights, int N, int V, float scale) {
+void crossentropy_backward(float *probs, const int *targets, int N, int V, float scale) {
     #pragma omp parallel for schedule(static) if ((size_t)N * V >= PARALLEL_MIN_ELEMS)
     for (int r = 0; r < N; r++) {
         float *row = probs + (size_t)r * V;
@@ -264,9 +262,8 @@ void crossentropy_backward(float *probs, const int *targets, const float *weight
             memset(row, 0, (size_t)V * sizeof(float));
             continue;
         }
-        float w = weights ? scale * weights[r] : scale;
-        for (int i = 0; i < V; i++) row[i] *= w;
-        row[targets[r]] -= w;
+        for (int i = 0; i < V; i++) row[i] *= scale;
+        row[targets[r]] -= scale;
     }
 }
 
@@ -296,7 +293,6 @@ static void activations_alloc(Activations *a, const Config *c, int max_rows, int
     a->row_loss = alloc_floats(N);
     a->inputs = mallocCheck(N * sizeof(int));
     a->targets = mallocCheck(N * sizeof(int));
-    a->weights = alloc_floats(N);
     a->d_resid = alloc_floats(N * C);
     a->d_xn = alloc_floats(N * C);
     a->d_q = alloc_floats(N * qd);
@@ -309,7 +305,7 @@ static void activations_alloc(Activations *a, const Config *c, int max_rows, int
 
 static void activations_free(Activations *a) {
     void *bufs[] = {a->resid, a->resid_mid, a->xn_att, a->q, a->k, a->v, a->probs, a->att, a->xn_ffn,
-                    a->gate, a->up, a->act, a->xn_final, a->logits, a->row_loss, a->inputs, a->targets, a->weights,
+                    a->gate, a->up, a->act, a->xn_final, a->logits, a->row_loss, a->inputs, a->targets,
                     a->d_resid, a->d_xn, a->d_q, a->d_k, a->d_v, a->d_att, a->d_gate, a->d_up};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     memset(a, 0, sizeof *a);
@@ -361,7 +357,7 @@ static AttentionShape attention_shape(const Config *c) {
 // Per-layer slices of the activation buffers (each holds max_rows rows per layer).
 #define LAYER(buf, l, width) ((buf) + (size_t)(l) * a->max_rows * (width))
 
-double trainer_forward(Trainer *t, const int *inputs, const int *targets, const float *weights, int B, int T) {
+double trainer_forward(Trainer *t, const int *inputs, const int *targets, int B, int T) {
     const Config *c = &t->model.config;
     const Weights *w = &t->model.weights;
     Activations *a = &t->acts;
@@ -411,7 +407,6 @@ double trainer_forward(Trainer *t, const int *inputs, const int *targets, const 
     for (int r = 0; r < N; r++)
         if (targets[r] < -1 || targets[r] >= V) die("trainer_forward: target %d outside the vocabulary", targets[r]);
     memcpy(a->targets, targets, (size_t)N * sizeof(int));
-    for (int r = 0; r < N; r++) a->weights[r] = weights ? weights[r] : 1.0f;
     return crossentropy_forward(a->logits, a->row_loss, a->targets, N, V);
 }
 
@@ -426,7 +421,7 @@ void trainer_backward(Trainer *t, float scale) {
     size_t NC = (size_t)N * C;
     AttentionShape shape = attention_shape(c);
 
-    crossentropy_backward(a->logits, a->targets, a->weights, N, V, scale); // logits now hold d logits
+    crossentropy_backward(a->logits, a->targets, N, V, scale); // logits now hold d logits
     memset(a->d_xn, 0, NC * sizeof(float));
     matmul_backward(a->d_xn, g->wcls, a->logits, a->xn_final, w->wcls, N, C, V);
     memset(a->d_resid, 0, NC * sizeof(float));
@@ -525,26 +520,24 @@ float trainer_update(Trainer *t) {
 
 // --- data ----------------------------------------------------------------------------------
 
+// A state for sequence b of micro-batch `micro` of step `step`: batches are a pure function
+// of (seed, step, micro), so a resumed run sees the same data.
+static uint64_t batch_rng(const TrainConfig *tc, int step, int micro, int b) {
+    uint64_t index = ((uint64_t)step * tc->grad_accum + micro) * tc->batch_size + b;
+    return rng_seed(tc->seed ^ (0x9E3779B97F4A7C15ull * (index + 1)));
+}
+
 void train_sample_batch(const TrainData *d, const TrainConfig *tc, int step, int micro, int *inputs,
-                        int *targets, float *weights) {
-    int B = tc->batch_size, T = tc->seq_len;
+                        int *targets) {
+    int T = tc->seq_len, min_len = passkey_min_len(d->tok);
     int *seq = mallocCheck((size_t)(T + 1) * sizeof(int));
-    for (int b = 0; b < B; b++) {
-        uint64_t index = ((uint64_t)step * tc->grad_accum + micro) * B + b;
-        uint64_t rng = rng_seed(tc->seed ^ (0x9E3779B97F4A7C15ull * (index + 1)));
-        int answer_from = T, answer_to = T; // targets [from, to) are a passkey answer
-        int n = 0;                          // tokens of seq filled so far
+    for (int b = 0; b < tc->batch_size; b++) {
+        uint64_t rng = batch_rng(tc, step, micro, b);
+        int n = 0; // tokens of seq filled before the text window
         if (rng_uniform(&rng) < tc->passkey_frac) {
-            // A passkey sequence of random length (short ones teach retrieval fastest: fewer
-            // keys compete), continued by ordinary text up to the row's end.
-            int min_len = passkey_min_len(d->tok);
             n = min_len + (int)(rng_u64(&rng) % (uint64_t)(T + 2 - min_len));
             Error err;
-            PasskeyLayout layout;
-            if (passkey_sequence(d->tok, seq, n, d->train, d->n_train, &rng, &layout, &err))
-                die("passkey batch: %s", err.msg);
-            answer_from = layout.prompt_len - 1;
-            answer_to = n - 1;
+            if (passkey_sequence(d->tok, seq, n, d->train, d->n_train, &rng, NULL, &err)) die("passkey batch: %s", err.msg);
         } else {
             seq[n++] = d->tok->bos_id;
         }
@@ -552,8 +545,6 @@ void train_sample_batch(const TrainData *d, const TrainConfig *tc, int step, int
         memcpy(seq + n, d->train + offset, (size_t)(T + 1 - n) * sizeof(int));
         memcpy(inputs + (size_t)b * T, seq, (size_t)T * sizeof(int));
         memcpy(targets + (size_t)b * T, seq + 1, (size_t)T * sizeof(int));
-        for (int i = 0; i < T; i++)
-            weights[(size_t)b * T + i] = i >= answer_from && i < answer_to ? tc->passkey_weight : 1.0f;
     }
     free(seq);
 }
@@ -580,7 +571,7 @@ double train_evaluate(Trainer *t, const TrainData *d, size_t max_tokens, double 
                 tokens += 1;
             }
         }
-        nats += trainer_forward(t, inputs, targets, NULL, nb, T);
+        nats += trainer_forward(t, inputs, targets, nb, T);
     }
     free(inputs);
     free(targets);
@@ -588,10 +579,7 @@ double train_evaluate(Trainer *t, const TrainData *d, size_t max_tokens, double 
     return nats / tokens;
 }
 
-double train_step_flops(const Config *c, const TrainConfig *tc) {
-    double sequences = (double)tc->batch_size * tc->grad_accum;
-    return 3.0 * sequences * model_forward_flops(c, tc->seq_len, 0, tc->seq_len);
-}
+double train_flops(const Config *c, int B, int T) { return 3.0 * B * model_forward_flops(c, T, 0, T); }
 
 // --- checkpoints -------------------------------------------------------------------------
 
@@ -727,6 +715,21 @@ static int check_data(const Trainer *t, const TrainData *d, Error *err) {
     return 0;
 }
 
+// One optimiser step over grad_accum micro-batches. Returns the mean loss.
+static double train_step(Trainer *t, const TrainData *d, int *inputs, int *targets) {
+    const TrainConfig *tc = &t->tc;
+    int B = tc->batch_size, T = tc->seq_len;
+    double tokens = (double)B * T * tc->grad_accum, loss = 0.0;
+    trainer_zero_grad(t);
+    for (int micro = 0; micro < tc->grad_accum; micro++) {
+        train_sample_batch(d, tc, t->step, micro, inputs, targets);
+        loss += trainer_forward(t, inputs, targets, B, T);
+        trainer_backward(t, 1.0f / (float)tokens);
+    }
+    trainer_update(t);
+    return loss / tokens;
+}
+
 int train_run(Trainer *t, const TrainData *d, const TrainRun *run, TrainResult *res, Error *err) {
     const TrainConfig *tc = &t->tc;
     if (check_data(t, d, err)) return -1;
@@ -738,47 +741,40 @@ int train_run(Trainer *t, const TrainData *d, const TrainRun *run, TrainResult *
     }
     int B = tc->batch_size, T = tc->seq_len, stop = run->stop_at > 0 && run->stop_at < tc->steps ? run->stop_at : tc->steps;
     int *inputs = mallocCheck((size_t)B * T * sizeof(int)), *targets = mallocCheck((size_t)B * T * sizeof(int));
-    float *weights = alloc_floats((size_t)B * T);
-    double tokens_per_step = (double)B * T * tc->grad_accum, step_flops = train_step_flops(&t->model.config, tc);
-    double start = now_seconds(), interval_start = start, interval_loss = 0.0;
+    double step_tokens = (double)B * T * tc->grad_accum, step_flops = tc->grad_accum * train_flops(&t->model.config, B, T);
+    double start = now_seconds(), interval_start = start, interval_loss = 0.0, interval_tokens = 0.0, interval_flops = 0.0;
     int interval_steps = 0;
     while (t->step < stop) {
-        trainer_zero_grad(t);
-        double loss = 0.0;
-        for (int micro = 0; micro < tc->grad_accum; micro++) {
-            train_sample_batch(d, tc, t->step, micro, inputs, targets, weights);
-            loss += trainer_forward(t, inputs, targets, weights, B, T);
-            trainer_backward(t, 1.0f / (float)tokens_per_step);
-        }
         float lr = train_lr(tc, t->step);
-        trainer_update(t);
-        interval_loss += loss / tokens_per_step;
+        double loss = train_step(t, d, inputs, targets);
+        interval_tokens += step_tokens;
+        interval_flops += step_flops;
+        interval_loss += loss;
         interval_steps++;
-        double elapsed = res->seconds + (now_seconds() - interval_start);
-        double tok_s = (res->tokens + tokens_per_step * interval_steps) / elapsed;
-        if (run->label) progress_bar(run->label, t->step, tc->steps, loss / tokens_per_step, tok_s, (tc->steps - t->step) * tokens_per_step / tok_s);
-        if (t->step % tc->eval_every == 0 || t->step == tc->steps) {
-            double train_time = now_seconds() - interval_start;
-            res->seconds += train_time;
-            res->tokens += tokens_per_step * interval_steps;
-            res->flops += step_flops * interval_steps;
-            TrainLogRow row = {t->step, interval_loss / interval_steps, 0, 0, lr, tokens_per_step * interval_steps / train_time};
-            row.val_loss = train_evaluate(t, d, t->step == tc->steps ? 0 : (size_t)tc->eval_tokens, &row.val_bpb);
+        double elapsed = now_seconds() - interval_start;
+        double tok_s = (res->tokens + interval_tokens) / (res->seconds + elapsed);
+        if (run->label)
+            progress_bar(run->label, t->step, tc->steps, loss, tok_s,
+                         (tc->steps - t->step) * (res->seconds + elapsed) / (t->step - res->resumed_from));
+        int last = t->step == tc->steps, evaluate = last || t->step % tc->eval_every == 0;
+        if (evaluate || t->step == stop) { // close the interval's accounting
+            res->seconds += elapsed;
+            res->tokens += interval_tokens;
+            res->flops += interval_flops;
+        }
+        if (evaluate) {
+            TrainLogRow row = {t->step, interval_loss / interval_steps, 0, 0, lr, interval_tokens / elapsed};
+            row.val_loss = train_evaluate(t, d, last ? 0 : (size_t)tc->eval_tokens, &row.val_bpb);
             log_append(t, &row);
             if (run->log_path) write_log(t, run->log_path);
-            interval_loss = 0.0;
+            interval_loss = interval_tokens = interval_flops = 0.0;
             interval_steps = 0;
             interval_start = now_seconds();
         }
-        if (run->checkpoint_path && run->checkpoint_every > 0 && t->step % run->checkpoint_every == 0 && t->step < tc->steps)
+        if (run->checkpoint_path && t->step < tc->steps &&
+            ((run->checkpoint_every > 0 && t->step % run->checkpoint_every == 0) || t->step == stop))
             trainer_save(t, run->checkpoint_path, run->key);
     }
-    if (interval_steps > 0) { // stopped between evaluations
-        res->seconds += now_seconds() - interval_start;
-        res->tokens += tokens_per_step * interval_steps;
-        res->flops += step_flops * interval_steps;
-    }
-    if (run->checkpoint_path && t->step < tc->steps) trainer_save(t, run->checkpoint_path, run->key);
     if (t->n_log > 0) {
         res->val_loss = t->log[t->n_log - 1].val_loss;
         res->val_bpb = t->log[t->n_log - 1].val_bpb;
@@ -787,6 +783,5 @@ int train_run(Trainer *t, const TrainData *d, const TrainRun *run, TrainResult *
     res->wall_seconds = now_seconds() - start;
     free(inputs);
     free(targets);
-    free(weights);
     return 0;
 }

@@ -36,8 +36,6 @@ typedef struct {
     float grad_clip;     // clip the global gradient norm to this; 0 = no clipping
     float init_std;      // weights ~ N(0, init_std); wo and w2 scaled by 1/sqrt(2L)
     float passkey_frac;  // fraction of training sequences that carry a passkey needle
-    float passkey_weight;// loss weight of their answer tokens (1 = like any token); a larger
-                         // weight lets retrieval be learnt from few sequences
     int eval_every;      // steps between validation evaluations (and log rows)
     int eval_tokens;     // validation tokens of the evaluations during training (evenly
                          // spaced windows); the last one uses all. 0 = all every time
@@ -84,7 +82,6 @@ typedef struct {
     float *row_loss;  // (N) -log p(target), 0 where there is no target
     int *inputs;      // (N)
     int *targets;     // (N)
-    float *weights;   // (N) loss weight of each target
     // backward scratch
     float *d_resid, *d_xn, *d_q, *d_k, *d_v, *d_att, *d_gate, *d_up; // (N, width)
 } Activations;
@@ -109,11 +106,10 @@ void trainer_free(Trainer *t);
 
 // Forward pass over inputs (B, T) (B <= tc.batch_size, T <= tc.seq_len): every position
 // p of a row sits at position p. With targets (B, T) (-1 = no target), returns the summed
-// cross-entropy in nats (unweighted) and the logits buffer holds probabilities; without,
-// returns 0 and acts.logits holds the logits (N, V). weights (B, T): each target's weight
-// in the loss the backward differentiates (NULL = 1).
-double trainer_forward(Trainer *t, const int *inputs, const int *targets, const float *weights, int B, int T);
-// Backward of scale * (the weighted summed loss of the last forward), added to the gradients.
+// cross-entropy in nats and the logits buffer holds probabilities; without, returns 0 and
+// acts.logits holds the logits (N, V).
+double trainer_forward(Trainer *t, const int *inputs, const int *targets, int B, int T);
+// Backward of scale * (the summed loss of the last forward), added to the gradients.
 void trainer_backward(Trainer *t, float scale);
 void trainer_zero_grad(Trainer *t);
 // Clip, AdamW at train_lr(step), step++. Returns the gradient norm before clipping.
@@ -147,9 +143,8 @@ void attention_backward(float *dq, float *dk, float *dv, const float *d_out, con
 // logits (N, V) -> probabilities in place; row_loss[r] = -log p(targets[r]) (0 when the
 // target is -1). Returns the summed loss.
 double crossentropy_forward(float *logits, float *row_loss, const int *targets, int N, int V);
-// probabilities -> d logits of scale * sum_r weights[r] * loss_r (weights NULL = 1), in place
-// (rows without target: 0).
-void crossentropy_backward(float *probs, const int *targets, const float *weights, int N, int V, float scale);
+// probabilities -> d logits of scale * summed loss, in place (rows without target: 0).
+void crossentropy_backward(float *probs, const int *targets, int N, int V, float scale);
 
 // --- data ---
 
@@ -161,15 +156,14 @@ typedef struct {
     const Tokenizer *tok;   // BOS, passkey needles, and the bytes each token stands for
 } TrainData;
 
-// Micro-batch `micro` of step `step`: B sequences of T + 1 tokens, given as inputs (B, T)
-// and targets (B, T) shifted by one, with loss weights (B, T): passkey_weight on passkey
-// answers, else 1. A sequence is BOS then a random window of the training stream, or with
-// probability passkey_frac a passkey sequence (corpus.h) of random length in
-// [passkey_min_len, T + 1] continued by a window of the training stream (short haystacks
-// teach retrieval fastest; the long ones reach the full context). A pure function of
-// (seed, step, micro).
+// Micro-batch `micro` of step `step`: B sequences of T + 1 tokens, as inputs (B, T) and
+// targets (B, T) shifted by one. A sequence is BOS then a random window of the training
+// stream or, with probability passkey_frac, a passkey sequence (corpus.h) of random length in
+// [passkey_min_len, T + 1] (haystacks of every size up to the context) continued by a window
+// of the training stream. A pure function of (seed, step, micro), so a resumed run sees
+// the same data.
 void train_sample_batch(const TrainData *d, const TrainConfig *tc, int step, int micro, int *inputs,
-                        int *targets, float *weights);
+                        int *targets);
 
 // Validation loss: the validation stream cut into windows of T tokens, each after a BOS, so
 // every token is predicted once; max_tokens < n_val evaluates evenly spaced windows holding
@@ -177,8 +171,9 @@ void train_sample_batch(const TrainData *d, const TrainConfig *tc, int step, int
 // the predicted tokens.
 double train_evaluate(Trainer *t, const TrainData *d, size_t max_tokens, double *bits_per_byte);
 
-// Floating-point operations of one training step (forward + backward = 3 x forward).
-double train_step_flops(const Config *c, const TrainConfig *tc);
+// Floating-point operations of training on B sequences of T tokens (forward + backward =
+// 3 x forward).
+double train_flops(const Config *c, int B, int T);
 
 // --- checkpoints: weights, moments, step and log, keyed so a stale one is refused ---
 // Written atomically; a failed write is fatal.

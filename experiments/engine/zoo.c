@@ -32,18 +32,18 @@ static const ZooEntry QUICK[] = {
 };
 
 static const ZooEntry FULL[] = {
-    {"target",   "target",    "gqa", 256, 6, 8, 4, 16, 1000, 2e-3f},
-    {"draft-xs", "draft",     "mha", 32, 1, 2, 2, 16, 150, 3e-3f},
-    {"draft-s",  "draft",     "mha", 64, 2, 4, 4, 16, 300, 3e-3f},
-    {"draft-m",  "draft",     "gqa", 128, 3, 4, 2, 16, 500, 3e-3f},
-    {"attn-mha", "attention", "mha", 128, 4, 8, 8, 16, 400, 3e-3f},
-    {"attn-gqa", "attention", "gqa", 128, 4, 8, 2, 16, 400, 3e-3f},
-    {"attn-mqa", "attention", "mqa", 128, 4, 8, 1, 16, 400, 3e-3f},
+    {"target",   "target",    "gqa", 192, 4, 6, 2, 16, 450, 3e-3f},
+    {"draft-xs", "draft",     "mha", 32, 1, 2, 2, 16, 100, 5e-3f},
+    {"draft-s",  "draft",     "mha", 64, 2, 4, 4, 16, 200, 5e-3f},
+    {"draft-m",  "draft",     "gqa", 128, 3, 4, 2, 16, 300, 3e-3f},
+    {"attn-mha", "attention", "mha", 128, 3, 8, 8, 16, 200, 3e-3f},
+    {"attn-gqa", "attention", "gqa", 128, 3, 8, 2, 16, 200, 3e-3f},
+    {"attn-mqa", "attention", "mqa", 128, 3, 8, 1, 16, 200, 3e-3f},
 };
 
 static const Profile PROFILES[] = {
-    {"quick", 512, 128, 20, 4096, 0.2f, QUICK, sizeof QUICK / sizeof QUICK[0]},
-    {"full", 2048, 256, 100, 16384, 0.2f, FULL, sizeof FULL / sizeof FULL[0]},
+    {"quick", 512, 128, 20, 4096, 0.1f, QUICK, sizeof QUICK / sizeof QUICK[0]},
+    {"full", 2048, 256, 100, 16384, 0.1f, FULL, sizeof FULL / sizeof FULL[0]},
 };
 
 static ZooModel zoo_model(const Profile *p, const ZooEntry *e) {
@@ -120,7 +120,7 @@ uint64_t zoo_model_key(const ZooModel *m, uint64_t corpus_hash) {
                       (int64_t)t->seed};
     float floats[] = {c->norm_eps, c->rope.theta, c->rope.factor, c->rope.beta_fast, c->rope.beta_slow,
                       t->lr, t->min_lr_ratio, t->weight_decay, t->beta1, t->beta2, t->adam_eps, t->grad_clip,
-                      t->init_std, t->passkey_frac, t->passkey_weight};
+                      t->init_std, t->passkey_frac};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) h = hash_int(h, ints[i]);
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) h = hash_float(h, floats[i]);
     return h;
