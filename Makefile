@@ -19,7 +19,7 @@ DEB_PACKAGES := build-essential pkg-config libopenblas-openmp-dev libcairo2-dev 
                 libcmocka-dev bible-kjv fonts-dejavu-core poppler-utils
 
 INCLUDES := -Ikernels -Iexperiments/engine -Irender
-CFLAGS   := -std=c11 -D_GNU_SOURCE -O2 -march=native -fopenmp -Wall -Wextra -MMD -MP -g $(INCLUDES)
+CFLAGS   := -std=c11 -D_GNU_SOURCE -O2 -fvect-cost-model=dynamic -march=native -fopenmp -Wall -Wextra -MMD -MP -g $(INCLUDES)
 ifeq ($(WERROR),1)
 CFLAGS   += -Werror
 endif

@@ -10,8 +10,8 @@
 // Set the threads used by OpenMP loops and by OpenBLAS (n <= 0: leave the default).
 void kernels_set_threads(int n);
 
-// out (T, d) = x (T, n) @ w (d, n)^T. sgemm for T > 1; for T == 1 sgemv, or for matrices
-// larger than the caches a row-streaming matrix-vector product (see kernels.c).
+// out (T, d) = x (T, n) @ w (d, n)^T. sgemm for T > 1; for T == 1 a row-streaming
+// matrix-vector product, faster than sgemv when the weights come from DRAM (see kernels.c).
 void matmul(float *out, const float *x, const float *w, int T, int n, int d);
 
 // out (T, C) = x / rms(x) * weight, per row; rms over C with eps inside the root.

@@ -31,8 +31,9 @@ static void check_matmul(int T, int n, int d) {
 
 static void test_matmul(void **state) {
     (void)state;
-    check_matmul(1, 288, 768);  // sgemv path
-    check_matmul(1, 301, 4000); // streaming path (> 4 MiB), n not a multiple of 8
+    check_matmul(1, 288, 768);  // matrix-vector path
+    check_matmul(1, 301, 4000); // n not a multiple of 8 (tail loops)
+    check_matmul(1, 5, 3);      // shorter than one vector
     check_matmul(7, 33, 65);    // odd sizes, sgemm path
     check_matmul(64, 288, 288);
 }

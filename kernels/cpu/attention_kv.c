@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "vec.h"
 
 static void attend_one(float *out, const float *q, const float *k, const float *v, int p,
                        int kv_stride, const AttentionShape *s, float *scores) {
@@ -19,10 +20,7 @@ static void attend_one(float *out, const float *q, const float *k, const float *
     for (int j = 0; j <= p; j++) {
         float dot = -INFINITY;
         if (attention_visible(p, j, s->window, s->n_sink)) {
-            const float *kj = k + (size_t)j * kv_stride;
-            dot = 0.0f;
-            for (int i = 0; i < hd; i++) dot += q[i] * kj[i];
-            dot *= s->scale;
+            dot = dot_f32(q, k + (size_t)j * kv_stride, hd) * s->scale;
         }
         scores[j] = dot;
         max = dot > max ? dot : max;
