@@ -16,7 +16,7 @@ BUILD    ?= $(if $(filter 1,$(SANITIZE)),build-san,build)
 BIN      := $(if $(filter 1,$(SANITIZE)),$(BUILD)/bin,bin)
 
 DEB_PACKAGES := build-essential pkg-config libopenblas-openmp-dev libcairo2-dev libhpdf-dev \
-                libcmocka-dev bible-kjv fonts-dejavu-core poppler-utils
+                libcmocka-dev bible-kjv fonts-dejavu-core poppler-utils gzip bzip2 xz-utils
 
 INCLUDES := -Ikernels -Iexperiments/engine -Irender
 CFLAGS   := -std=c11 -D_GNU_SOURCE -O2 -fvect-cost-model=dynamic -march=native -fopenmp -Wall -Wextra -MMD -MP -g $(INCLUDES)
@@ -60,6 +60,13 @@ NVCCFLAGS  := -O3 -std=c++17 -Ikernels -Iexperiments/engine \
               -gencode arch=compute_90,code=compute_90 -Xcompiler -Wall,-Wextra -MMD -MP
 CFLAGS     += -DINFERLAB_CUDA -I$(CUDA_HOME)/include
 LDLIBS     += -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
+# cuDNN's fused attention (kernels/cuda/attention_cudnn.cu) when cudnn.h sits beside nvcc's
+# headers; CUDNN=0 (or no cudnn.h) builds that file as a stub that reports "built without cuDNN".
+CUDNN      ?= $(if $(wildcard $(CUDA_HOME)/include/cudnn.h),1,0)
+ifeq ($(CUDNN),1)
+NVCCFLAGS  += -DINFERLAB_CUDNN
+LDLIBS     += -lcudnn
+endif
 endif
 
 # meta.csv records the flags the lab was built with
@@ -146,6 +153,20 @@ RUN        = $(BIN)/$(1) --profile $(PROFILE) --out $(OUT)
 REPORT_CSVS = $(OUT)/kv_cache_runs.csv $(OUT)/sampling_temperature.csv \
               $(OUT)/attention_kernels.csv $(OUT)/hardware_budget.csv
 
+# On a machine with a GPU (the build has CUDA and `nvidia-smi -L` lists a device) the report
+# also runs the experiments' --backend cuda variants into the same run directory. They write
+# CSVs of their own (kv_cache_*_cuda.csv, cuda_attention.csv and cuda_gemm.csv,
+# hardware_*_cuda.csv), so each backend is its own target and re-runs only when stale.
+# Without a GPU none of this exists and `make report` is the CPU pipeline alone.
+HAS_GPU    := $(if $(filter 1,$(CUDA)),$(shell nvidia-smi -L >/dev/null 2>&1 && echo 1))
+CUDA_CSVS   = $(if $(HAS_GPU),$(OUT)/kv_cache_runs_cuda.csv $(OUT)/cuda_attention.csv \
+                              $(OUT)/hardware_measured_cuda.csv)
+# A CUDA step that finds no usable device after all exits 2: that is "not run", not a failure.
+# Its reason goes into <target>.skip, which the report prints in place of the GPU part.
+RUN_CUDA   = rm -f $(basename $@).skip; rc=0; $(call RUN,$(1)) --backend cuda $(2) || rc=$$?; \
+             if [ $$rc -eq 2 ]; then echo "no usable CUDA device (see the make log)" > $(basename $@).skip; \
+             elif [ $$rc -ne 0 ]; then exit $$rc; fi
+
 report: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory report-run OUT="$${OUT:-out/$$($(BIN)/hwinfo --slug)}"
@@ -178,7 +199,14 @@ $(OUT)/attention_kernels.csv: $(BIN)/attention_kernels $(OUT)/profile.stamp
 $(OUT)/hardware_budget.csv: $(BIN)/hardware_budget $(TARGET) templates/hardware.csv templates/model_presets.csv $(OUT)/profile.stamp
 	$(call RUN,hardware_budget) --model $(TARGET)
 
-$(OUT)/report.pdf: $(REPORT_CSVS) $(BIN)/render $(wildcard templates/*.tmpl templates/*/*.tmpl)
+$(OUT)/kv_cache_runs_cuda.csv: $(BIN)/kv_cache $(TARGET) $(OUT)/profile.stamp
+	$(call RUN_CUDA,kv_cache,--model $(TARGET))
+$(OUT)/cuda_attention.csv: $(BIN)/attention_kernels $(OUT)/profile.stamp
+	$(call RUN_CUDA,attention_kernels)
+$(OUT)/hardware_measured_cuda.csv: $(BIN)/hardware_budget $(TARGET) templates/model_presets.csv $(OUT)/profile.stamp
+	$(call RUN_CUDA,hardware_budget,--model $(TARGET))
+
+$(OUT)/report.pdf: $(REPORT_CSVS) $(CUDA_CSVS) $(BIN)/render $(wildcard templates/*.tmpl templates/*/*.tmpl)
 	$(BIN)/render --out $@ $(OUT)
 endif
 
@@ -187,8 +215,8 @@ compare: $(BIN)/render
 	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make compare A=out/<hw1> B=out/<hw2>"; exit 2; }
 	$(BIN)/render --compare $(A) $(B)
 
-# On a machine with an NVIDIA GPU: build, run the CUDA tests and the CUDA experiments,
-# and print a summary table last.
+# On a machine with an NVIDIA GPU: build, run the CUDA tests and the CUDA measurements,
+# and print a summary table last (`make report` there runs the CUDA experiments as well).
 gpu-check:
 	scripts/gpu_check.sh out/gpu-check
 

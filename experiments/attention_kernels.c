@@ -1,14 +1,20 @@
-// attention_kernels.c: project 15 on the CPU, naive vs flash attention.
-// Sweeps the sequence length T (powers of two from 128) at head dim 64, fp32, causal and
-// not, and for each kernel in kernels.h (attention_naive, attention_flash) records the
-// median time with p10/p90, achieved GFLOP/s (4 B H T^2 D, halved when causal), the
-// working memory it allocated, and its max abs error against the double-precision
+// attention_kernels.c: project 15, naive vs flash attention, on the CPU or the GPU.
+// CPU (the default): sweeps the sequence length T (powers of two from 128) at head dim 64,
+// fp32, causal and not, and for each kernel in kernels.h (attention_naive, attention_flash)
+// records the median time with p10/p90, achieved GFLOP/s (4 B H T^2 D, halved when causal),
+// the working memory it allocated, and its max abs error against the double-precision
 // reference on a sample of rows. Also measures this machine's sgemm peak (a large square
 // cblas_sgemm) so the report can draw it as a ceiling.
+// GPU (--backend cuda): naive (cuBLAS), our flash kernel and cuDNN's fused SDPA in fp16 /
+// bf16 at the seeds' shape B=4 H=12 T=2048 D=64 and over T sweeps, against the cuBLAS matmul
+// ceiling (experiments/engine/attention_cuda.h, shared with bin/cuda_bench); exits 2 without
+// a usable device.
 //
 //   bin/attention_kernels [--quick] [--out DIR] [--threads N] [--t-max N] [--batch N] [--heads N]
+//   bin/attention_kernels --backend cuda [--quick] [--out DIR] [--t-max N]
 //
-// Writes DIR/attention_kernels.csv, DIR/sgemm_peak.csv and merges into DIR/meta.csv.
+// Writes under DIR, with the backend as every row's first column: attention_kernels.csv and
+// sgemm_peak.csv (CPU), or cuda_attention.csv and cuda_gemm.csv (GPU); merges DIR/meta.csv.
 #include <getopt.h>
 #include <math.h>
 #include <omp.h>
@@ -16,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_cuda.h"
+#include "backend.h"
 #include "bench.h"
 #include "cli.h"
 #include "common.h"
@@ -55,12 +63,14 @@ static int reps_for(double gflop_per_call, const Settings *st) {
 
 static void usage(void) {
     printf("Usage: attention_kernels [options]\n"
-           "Naive vs flash attention on the CPU: time, GFLOP/s, working memory and error vs T.\n\n"
-           "  --t-max N        longest sequence of the sweep 128, 256, ... (full: 16384, quick: 256)\n"
-           "  --batch N        batch size B (default 1)\n"
-           "  --heads N        heads H (full: 4, quick: 2)\n"
-           "  --seed N         seed of the random q, k, v (default 1)\n" CLI_COMMON_HELP
-           "\nWrites attention_kernels.csv and sgemm_peak.csv under --out, and merges meta.csv.\n");
+           "Naive vs flash attention on the CPU (or the GPU): time, GFLOP/s, working memory and error vs T.\n\n"
+           "  --t-max N        longest sequence of the sweep (CPU 128, 256, ...: full 16384, quick 256;\n"
+           "                   GPU 512, 1024, ...: full 16384, quick 4096)\n"
+           "  --batch N        batch size B (CPU only; default 1)\n"
+           "  --heads N        heads H (CPU only; full: 4, quick: 2)\n"
+           "  --seed N         seed of the random q, k, v (CPU only; default 1)\n" BACKEND_HELP CLI_COMMON_HELP
+           "\nWrites attention_kernels.csv and sgemm_peak.csv under --out (GPU: cuda_attention.csv and\n"
+           "cuda_gemm.csv), and merges meta.csv. --backend cuda exits 2 when no CUDA device can be used.\n");
 }
 
 // --- timing harness -----------------------------------------------------------------------
@@ -95,8 +105,8 @@ static void write_sgemm_peak(const char *dir, const Settings *st, int threads) {
     SgemmPeak p = peak_sgemm(n, reps, reps, 0.0, st->seed);
     char path[1024];
     snprintf(path, sizeof path, "%s/sgemm_peak.csv", dir);
-    CsvWriter w = csv_open(path, "n,threads,reps,time_ms_median,time_ms_p10,time_ms_p90,gflop_s,gflop_s_best");
-    csv_row(&w, "%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g", n, threads, p.time.reps, p.time.median_ms, p.time.p10_ms,
+    CsvWriter w = csv_open(path, "backend,n,threads,reps,time_ms_median,time_ms_p10,time_ms_p90,gflop_s,gflop_s_best");
+    csv_row(&w, "cpu,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g", n, threads, p.time.reps, p.time.median_ms, p.time.p10_ms,
             p.time.p90_ms, p.gflop_s_median, p.gflop_s_best);
     csv_close(&w);
     fprintf(stderr, "attention_kernels: sgemm %d^3 on %d threads: %.1f GFLOP/s (median of %d)\n", n, threads,
@@ -150,8 +160,8 @@ static void sweep(const char *dir, const Settings *st, int threads, long long me
     } impls[] = {{"naive", attention_naive}, {"flash", attention_flash}};
     char path[1024];
     snprintf(path, sizeof path, "%s/attention_kernels.csv", dir);
-    CsvWriter w = csv_open(path, "seq_len,causal,impl,batch,heads,head_dim,threads,reps,time_ms_median,time_ms_p10,"
-                                 "time_ms_p90,gflop_s,work_bytes,io_bytes,max_abs_err");
+    CsvWriter w = csv_open(path, "backend,seq_len,causal,impl,batch,heads,head_dim,threads,reps,time_ms_median,"
+                                 "time_ms_p10,time_ms_p90,gflop_s,work_bytes,io_bytes,max_abs_err");
     for (int T = T_MIN; T <= st->t_max; T *= 2) {
         if (!fits_in_memory(T, st, mem_bytes)) {
             fprintf(stderr, "attention_kernels: T = %d and longer skipped: the naive (T, T) matrix does not fit\n", T);
@@ -174,7 +184,7 @@ static void sweep(const char *dir, const Settings *st, int threads, long long me
                 double err = max_abs_error(out, ref, &s, rows);
                 AttentionCall call = {impls[i].fn, out, q, k, v, s};
                 BenchStats b = bench_run(run_attention, &call, 0, reps_for(gflop, st));
-                csv_row(&w, "%d,%d,%s,%d,%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%zu,%zu,%.6g", T, s.causal, impls[i].name,
+                csv_row(&w, "cpu,%d,%d,%s,%d,%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%zu,%zu,%.6g", T, s.causal, impls[i].name,
                         s.B, s.H, s.D, threads, b.reps, b.median_ms, b.p10_ms, b.p90_ms,
                         gflop / (b.median_ms * 1e-3), work, 4 * n * sizeof(float), err);
             }
@@ -189,19 +199,41 @@ static void sweep(const char *dir, const Settings *st, int threads, long long me
     csv_close(&w);
 }
 
+// --backend cuda: the GPU sweep (attention_cuda.h); exits 2 without a usable device.
+static int run_cuda(const CliCommon *common, int t_max) {
+    backend_require(BACKEND_CUDA, "attention_kernels");
+#ifdef INFERLAB_CUDA
+    double start = now_seconds();
+    CudaAttentionRun run;
+    char why[256];
+    if (cuda_attention_experiment(common->out_dir, common->profile, t_max, &run, why, sizeof why) == 2) {
+        fprintf(stderr, "attention_kernels: not run: no usable CUDA device (%s)\n", why);
+        return 2;
+    }
+    fprintf(stderr, "attention_kernels: wrote %s/cuda_attention.csv and cuda_gemm.csv on %s in %.1f s\n",
+            common->out_dir, run.device, now_seconds() - start);
+    cuda_attention_run_free(&run);
+#else
+    (void)common, (void)t_max;
+#endif
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    enum { OPT_T_MAX = 1, OPT_BATCH, OPT_HEADS, OPT_SEED };
+    enum { OPT_T_MAX = 1, OPT_BATCH, OPT_HEADS, OPT_SEED, OPT_BACKEND };
     static const struct option options[] = {
         CLI_COMMON_OPTIONS,
         {"t-max", required_argument, 0, OPT_T_MAX},
         {"batch", required_argument, 0, OPT_BATCH},
         {"heads", required_argument, 0, OPT_HEADS},
         {"seed", required_argument, 0, OPT_SEED},
+        {"backend", required_argument, 0, OPT_BACKEND},
         {0, 0, 0, 0},
     };
     CliCommon common;
     cli_common_defaults(&common);
     long t_max = 0, batch = 0, heads = 0, seed = -1;
+    Backend backend = BACKEND_CPU;
     Error err;
     for (int c; (c = getopt_long(argc, argv, "", options, NULL)) != -1;) {
         int bad = 0;
@@ -210,6 +242,7 @@ int main(int argc, char **argv) {
         case OPT_BATCH: bad = cli_parse_long("--batch", optarg, 1, 1024, &batch, &err); break;
         case OPT_HEADS: bad = cli_parse_long("--heads", optarg, 1, 1024, &heads, &err); break;
         case OPT_SEED: bad = cli_parse_long("--seed", optarg, 0, 1L << 31, &seed, &err); break;
+        case OPT_BACKEND: bad = backend_parse(optarg, &backend, &err); break;
         case '?': cli_usage_error(argv[0], "unknown option or missing value");
         default:
             if (cli_common_option(&common, c, optarg, &err) != 1) bad = 1;
@@ -220,6 +253,11 @@ int main(int argc, char **argv) {
     if (common.help) {
         usage();
         return 0;
+    }
+    if (backend == BACKEND_CUDA) {
+        if (batch || heads || seed >= 0)
+            cli_usage_error(argv[0], "--batch, --heads and --seed apply to the CPU sweep; the GPU's is fixed");
+        return run_cuda(&common, (int)t_max);
     }
     Settings st = settings_for(common.profile);
     if (t_max) st.t_max = (int)t_max;

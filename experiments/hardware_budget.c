@@ -1,7 +1,7 @@
 // hardware_budget.c: bin/hardware_budget, project 16: the hardware budget table and roofline.
 //
 //   bin/hardware_budget [--quick] [--out DIR] [--threads N] [--model FILE] [--context N]
-//                       [--hardware CSV] [--presets CSV] [--roofline-model NAME]
+//                       [--hardware CSV] [--presets CSV] [--roofline-model NAME] [--backend cpu|cuda]
 //
 // First it measures this machine: memory bandwidth with STREAM copy and triad on one thread
 // and on all, the sgemm peak, and the model bandwidth utilisation (MBU) of our own decode
@@ -18,8 +18,19 @@
 // (fallback_config below), named "random-untrained" in every row it appears in. A decode
 // step costs the same whatever the weights hold, so its MBU is that shape's.
 //
-// Writes under --out: hardware_measured.csv, hardware.csv (the datasheet table with this
-// machine's measured row added), hardware_budget.csv, roofline.csv; merges meta.csv.
+// Writes under --out: hardware_measured.csv (its rows start with the backend, cpu),
+// hardware.csv (the datasheet table with this machine's measured row added),
+// hardware_budget.csv, roofline.csv; merges meta.csv.
+//
+// --backend cuda measures the GPU instead, the same way: device memory bandwidth with STREAM
+// copy and triad kernels on the device, the cuBLAS matmul peak in fp32 and bf16 (the GPU has
+// both, where the CPU's sgemm stands for either), and the MBU of our decode on the GPU
+// (engine/model_cuda.h, fp32 weights, batch 1, wall-clock per step including the copy of the
+// logits to the host). The GPU as measured becomes a hardware row of its own (kind gpu), and
+// the budget and roofline are computed for it alone: the roofline model's points on it, and
+// our model's predicted and measured decode. Writes hardware_measured_cuda.csv (rows start
+// with cuda; the threads column is empty), hardware_cuda.csv, hardware_budget_cuda.csv and
+// roofline_cuda.csv; exits 2 ("not run") when no CUDA device can be used.
 #include <getopt.h>
 #include <math.h>
 #include <omp.h>
@@ -29,6 +40,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "bench.h"
 #include "budget.h"
 #include "checkpoint.h"
@@ -38,6 +50,7 @@
 #include "kernels.h"
 #include "meta.h"
 #include "model.h"
+#include "model_cuda.h"
 #include "peak.h"
 #include "rng.h"
 
@@ -62,16 +75,19 @@ typedef struct {
     int n_contexts;
     int decode_warmup, decode_min_reps, decode_max_reps;
     double decode_budget_s;     // timed seconds per context, beyond decode_min_reps
+    int gpu_gemm_n;             // side of the GPU's square matmuls (sgemm_max_reps of them)
 } Settings;
 
 static Settings settings_for(const char *profile) {
     if (strcmp(profile, "quick") == 0)
         return (Settings){.stream_min_bytes = 32u << 20, .stream_reps = 4, .sgemm_n = 512, .sgemm_min_reps = 3,
                           .sgemm_max_reps = 5, .sgemm_budget_s = 0.1, .contexts = {64, 256}, .n_contexts = 2,
-                          .decode_warmup = 2, .decode_min_reps = 3, .decode_max_reps = 10, .decode_budget_s = 0.2};
+                          .decode_warmup = 2, .decode_min_reps = 3, .decode_max_reps = 10, .decode_budget_s = 0.2,
+                          .gpu_gemm_n = 4096};
     return (Settings){.stream_min_bytes = 64u << 20, .stream_reps = 20, .sgemm_n = 2048, .sgemm_min_reps = 3,
                       .sgemm_max_reps = 20, .sgemm_budget_s = 2.0, .contexts = {64, 256, 1024}, .n_contexts = 3,
-                      .decode_warmup = 3, .decode_min_reps = 5, .decode_max_reps = 50, .decode_budget_s = 1.5};
+                      .decode_warmup = 3, .decode_min_reps = 5, .decode_max_reps = 50, .decode_budget_s = 1.5,
+                      .gpu_gemm_n = 8192};
 }
 
 static void usage(void) {
@@ -84,9 +100,10 @@ static void usage(void) {
            "  --context N         tokens each sequence attends to in the budget's decode (default %d)\n"
            "  --hardware CSV      datasheet table (default " DEFAULT_HARDWARE ")\n"
            "  --presets CSV       model shapes (default " DEFAULT_PRESETS ")\n"
-           "  --roofline-model M  preset drawn on every roofline (default " DEFAULT_ROOFLINE_MODEL ")\n" CLI_COMMON_HELP
+           "  --roofline-model M  preset drawn on every roofline (default " DEFAULT_ROOFLINE_MODEL ")\n" BACKEND_HELP
+           CLI_COMMON_HELP
            "\nWrites hardware_measured.csv, hardware.csv, hardware_budget.csv and roofline.csv under\n"
-           "--out, and merges meta.csv.\n",
+           "--out (with --backend cuda: the GPU's, into *_cuda.csv), and merges meta.csv.\n",
            DEFAULT_CONTEXT);
 }
 
@@ -142,19 +159,29 @@ static void lab_model_open(LabModel *lab, const char *path) {
 // --- measuring this machine ---------------------------------------------------------------
 
 typedef struct {
-    int threads, context;
+    int threads, context; // threads 0: on the GPU
     BenchStats time;     // per decode step, ms
     double bytes, flops; // read and computed per step (budget formulas, fp32)
     double bandwidth_bytes_s; // the STREAM triad on as many threads: MBU's denominator
 } DecodePoint;
 
+// A GPU matmul peak (cuBLAS, n^3).
 typedef struct {
-    StreamResult stream[4]; // copy, triad on 1 thread; copy, triad on all (when more than 1)
+    GemmMode mode;
+    int n;
+    BenchStats time; // per call, ms
+} GemmPeak;
+
+typedef struct {
+    Backend backend;
+    StreamResult stream[4]; // copy, triad on 1 thread; copy, triad on all (when more than 1); GPU: threads 0
     int n_stream;
-    SgemmPeak sgemm;
-    size_t llc_bytes;       // the largest CPU cache
-    DecodePoint decode[2 * MAX_CONTEXTS]; // every context on 1 thread, then on all
+    SgemmPeak sgemm;        // CPU
+    GemmPeak gemm[2];       // GPU: fp32, bf16
+    size_t llc_bytes;       // the largest CPU cache; the GPU's L2
+    DecodePoint decode[2 * MAX_CONTEXTS]; // every context on 1 thread, then on all (GPU: once)
     int n_decode;
+    int roof_threads;       // the threads of the decode points drawn on the roofline (GPU: 0)
     HardwareSpec spec;      // this machine as the budget sees it
 } Measured;
 
@@ -260,50 +287,180 @@ static void describe_machine(Measured *me, const HwInfo *hw, int threads) {
              hw->cpu_model, threads, triad->time.reps, triad->n * sizeof(double), me->sgemm.n, me->sgemm.time.reps);
 }
 
+#ifdef INFERLAB_CUDA
+// --- measuring the GPU (--backend cuda) -----------------------------------------------------
+
+// STREAM on the device: arrays of at least 4x the L2 and stream_min_bytes, as on the CPU.
+static StreamResult gpu_stream(StreamKernel k, size_t n, int reps) {
+    StreamResult r = {.kernel = k, .threads = 0, .n = n};
+    r.time = cuda_stream_bench(k == STREAM_TRIAD, n, 1, reps);
+    double gb = stream_bytes(k, n) * 1e-9;
+    r.gb_s_median = gb / (r.time.median_ms * 1e-3);
+    r.gb_s_p10 = gb / (r.time.p90_ms * 1e-3); // the slow tail of time is the low tail of rate
+    r.gb_s_p90 = gb / (r.time.p10_ms * 1e-3);
+    r.gb_s_best = gb / (r.time.min_ms * 1e-3);
+    return r;
+}
+
+static double gemm_flop_s(const GemmPeak *g, double ms) { return 2.0 * g->n * (double)g->n * g->n / (ms * 1e-3); }
+
+typedef struct {
+    CudaModel *g;
+    CudaRunState *s;
+    CudaKVCache *cache;
+    int context;
+    float *logits;
+} GpuDecodeCall;
+
+// run_decode's twin: one decode step on the GPU attending to `context` tokens.
+static void run_decode_gpu(void *ctx) {
+    GpuDecodeCall *d = ctx;
+    d->cache->len = d->context - 1;
+    int token = 1;
+    CudaKVCache *caches[1] = {d->cache};
+    cuda_model_decode(d->g, d->s, caches, &token, 1, d->logits); // copies the logits: waits for the device
+}
+
+static void measure_gpu_decode(Measured *me, LabModel *lab, const Settings *st) {
+    const Config *c = &lab->m.config;
+    int contexts[MAX_CONTEXTS], n_contexts = 0;
+    for (int i = 0; i < st->n_contexts; i++)
+        if (st->contexts[i] <= c->seq_len) contexts[n_contexts++] = st->contexts[i];
+    if (n_contexts == 0) contexts[n_contexts++] = c->seq_len;
+    CudaModel g;
+    cuda_model_upload(&g, &lab->m, GEMM_FP32); // fp32, as the budget's bytes count them
+    CudaRunState s;
+    cuda_runstate_alloc(&s, c, 1);
+    CudaKVCache cache;
+    cuda_kv_cache_alloc(&cache, c->n_layers, c->n_kv_heads, c->head_dim, contexts[n_contexts - 1]);
+    size_t n = cuda_kv_cache_bytes(&cache) / (2 * sizeof(float));
+    cuda_fill_normal(cache.key, CUDA_FP32, n, 1.0f, 2);
+    cuda_fill_normal(cache.value, CUDA_FP32, n, 1.0f, 3);
+    float *logits = mallocCheck((size_t)c->vocab_size * sizeof(float));
+    for (int i = 0; i < n_contexts; i++) {
+        DecodePoint *p = &me->decode[me->n_decode++];
+        p->threads = 0;
+        p->context = contexts[i];
+        cli_progress("hardware_budget: GPU decode at context %d", p->context);
+        GpuDecodeCall call = {&g, &s, &cache, p->context, logits};
+        p->time = bench_run_budget(run_decode_gpu, &call, st->decode_warmup, st->decode_min_reps, st->decode_max_reps,
+                                   st->decode_budget_s);
+        p->bytes = budget_decode_bytes(&lab->shape, FP32, 1, p->context);
+        p->flops = budget_decode_flops(&lab->shape, 1, p->context);
+        p->bandwidth_bytes_s = find_triad(me, 0)->gb_s_best * 1e9;
+    }
+    free(logits);
+    cuda_kv_cache_free(&cache);
+    cuda_runstate_free(&s);
+    cuda_model_free(&g);
+}
+
+// Bandwidth, matmul peaks, the GPU as a HardwareSpec, then our decode's MBU on it.
+static void measure_gpu(Measured *me, LabModel *lab, const Settings *st) {
+    CudaDeviceInfo dev;
+    cuda_device_info(&dev);
+    me->llc_bytes = dev.l2_bytes;
+    size_t n = stream_array_len(dev.l2_bytes, st->stream_min_bytes);
+    for (int k = STREAM_COPY; k <= STREAM_TRIAD; k++) {
+        cli_progress("hardware_budget: GPU STREAM %s", stream_kernel_name((StreamKernel)k));
+        me->stream[me->n_stream++] = gpu_stream((StreamKernel)k, n, st->stream_reps);
+    }
+    const GemmMode modes[2] = {GEMM_FP32, GEMM_BF16};
+    for (int i = 0; i < 2; i++) {
+        GemmPeak *g = &me->gemm[i];
+        g->mode = modes[i];
+        g->n = st->gpu_gemm_n;
+        cli_progress("hardware_budget: GPU %s matmul n = %d", gemm_mode_name(g->mode), g->n);
+        cuda_matmul_bench(g->mode, g->n, g->n, g->n, 1, st->sgemm_max_reps, &g->time);
+    }
+    const StreamResult *triad = find_triad(me, 0);
+    HardwareSpec *h = &me->spec;
+    memset(h, 0, sizeof *h);
+    snprintf(h->name, sizeof h->name, "%.52s measured", dev.name);
+    snprintf(h->kind, sizeof h->kind, "gpu");
+    h->memory_bytes = (double)dev.memory_bytes;
+    h->bandwidth_bytes_s = triad->gb_s_best * 1e9;
+    h->fp32_flop_s = gemm_flop_s(&me->gemm[0], me->gemm[0].time.min_ms);
+    h->bf16_flop_s = gemm_flop_s(&me->gemm[1], me->gemm[1].time.min_ms);
+    snprintf(h->source, sizeof h->source,
+             "measured by bin/hardware_budget --backend cuda on %.60s (sm_%d%d, %d SMs): memory = device global memory; "
+             "bandwidth = STREAM triad on the device, best of %d passes over %zu-byte arrays; FLOP/s = cuBLAS "
+             "matmul n = %d, best of %d, fp32 and bf16 (tensor cores, fp32 accumulation)",
+             dev.name, dev.major, dev.minor, dev.sm_count, triad->time.reps, triad->n * sizeof(double),
+             me->gemm[0].n, me->gemm[0].time.reps);
+    me->roof_threads = 0;
+    measure_gpu_decode(me, lab, st);
+}
+#endif
+
 // --- writing the tables ---------------------------------------------------------------------
 
-static void path_in(char *buf, size_t size, const char *dir, const char *name) {
-    if (snprintf(buf, size, "%s/%s", dir, name) >= (int)size) die("output path too long: %s/%s", dir, name);
-}
 
 static double mbu(const DecodePoint *p, double ms) { return p->bytes / (ms * 1e-3) / p->bandwidth_bytes_s; }
 
+// The threads cell: empty on the GPU (threads 0).
+static const char *threads_cell(char *buf, size_t size, int threads) {
+    if (threads > 0) snprintf(buf, size, "%d", threads);
+    else buf[0] = '\0';
+    return buf;
+}
+
+// The peak FLOP/s rows: the CPU's sgemm, or the GPU's matmuls.
+static void write_peaks(CsvWriter *w, const Measured *me) {
+    const char *be = backend_name(me->backend);
+    if (me->backend == BACKEND_CPU) {
+        const SgemmPeak *g = &me->sgemm;
+        double gflop = 2.0 * g->n * (double)g->n * g->n * 1e-9;
+        csv_row(w, "%s,sgemm,%d,%d,n,%d,%.6g,%.6g,%.6g,%.6g,GFLOP/s,,", be, omp_get_max_threads(), g->n, g->time.reps,
+                g->gflop_s_median, gflop / (g->time.p90_ms * 1e-3), gflop / (g->time.p10_ms * 1e-3), g->gflop_s_best);
+        return;
+    }
+#ifdef INFERLAB_CUDA
+    for (int i = 0; i < 2; i++) {
+        const GemmPeak *g = &me->gemm[i];
+        const BenchStats *t = &g->time;
+        csv_row(w, "%s,gemm_%s,,%d,n,%d,%.6g,%.6g,%.6g,%.6g,GFLOP/s,,cuBLAS", be, gemm_mode_name(g->mode), g->n, t->reps,
+                gemm_flop_s(g, t->median_ms) * 1e-9, gemm_flop_s(g, t->p90_ms) * 1e-9, gemm_flop_s(g, t->p10_ms) * 1e-9,
+                gemm_flop_s(g, t->min_ms) * 1e-9);
+    }
+#endif
+}
+
 static void write_measured(const char *dir, const Measured *me, const LabModel *lab) {
-    char path[1024], model[160];
-    path_in(path, sizeof path, dir, "hardware_measured.csv");
+    char path[1024], model[160], th[16];
+    const char *be = backend_name(me->backend), *cache = me->backend == BACKEND_CPU ? "LLC" : "L2";
+    backend_csv_path(path, sizeof path, dir, "hardware_measured", me->backend);
     csv_quote(model, sizeof model, lab->shape.name);
-    CsvWriter w = csv_open(path, "measurement,threads,size,size_unit,reps,median,p10,p90,best,unit,model,notes");
+    CsvWriter w = csv_open(path, "backend,measurement,threads,size,size_unit,reps,median,p10,p90,best,unit,model,notes");
     for (int i = 0; i < me->n_stream; i++) {
         const StreamResult *r = &me->stream[i];
-        csv_row(&w, "stream_%s,%d,%zu,bytes_per_array,%d,%.6g,%.6g,%.6g,%.6g,GB/s,,arrays of 4x the %zu-byte LLC "
+        csv_row(&w, "%s,stream_%s,%s,%zu,bytes_per_array,%d,%.6g,%.6g,%.6g,%.6g,GB/s,,arrays of 4x the %zu-byte %s "
                     "or more",
-                stream_kernel_name(r->kernel), r->threads, r->n * sizeof(double), r->time.reps, r->gb_s_median,
-                r->gb_s_p10, r->gb_s_p90, r->gb_s_best, me->llc_bytes);
+                be, stream_kernel_name(r->kernel), threads_cell(th, sizeof th, r->threads), r->n * sizeof(double),
+                r->time.reps, r->gb_s_median, r->gb_s_p10, r->gb_s_p90, r->gb_s_best, me->llc_bytes, cache);
     }
-    const SgemmPeak *g = &me->sgemm;
-    double gflop = 2.0 * g->n * (double)g->n * g->n * 1e-9;
-    csv_row(&w, "sgemm,%d,%d,n,%d,%.6g,%.6g,%.6g,%.6g,GFLOP/s,,", omp_get_max_threads(), g->n, g->time.reps,
-            g->gflop_s_median, gflop / (g->time.p90_ms * 1e-3), gflop / (g->time.p10_ms * 1e-3), g->gflop_s_best);
+    write_peaks(&w, me);
     for (int i = 0; i < me->n_decode; i++) {
         const DecodePoint *p = &me->decode[i];
         const BenchStats *t = &p->time;
-        int th = p->threads;
+        threads_cell(th, sizeof th, p->threads);
         // A working set that fits in the LLC is read from cache: MBU against DRAM may pass 1.
-        const char *note =
-            p->bytes < (double)me->llc_bytes ? "bytes per token fit in the LLC: read from cache and not DRAM" : "";
-        csv_row(&w, "decode_time,%d,%d,context_len,%d,%.6g,%.6g,%.6g,%.6g,ms/token,%s,", th, p->context, t->reps,
+        char note[96] = "";
+        if (p->bytes < (double)me->llc_bytes)
+            snprintf(note, sizeof note, "bytes per token fit in the %s: read from cache and not DRAM", cache);
+        csv_row(&w, "%s,decode_time,%s,%d,context_len,%d,%.6g,%.6g,%.6g,%.6g,ms/token,%s,", be, th, p->context, t->reps,
                 t->median_ms, t->p10_ms, t->p90_ms, t->min_ms, model);
-        csv_row(&w, "decode_bytes,%d,%d,context_len,1,%.6g,%.6g,%.6g,%.6g,bytes/token,%s,weights + KV read (fp32)", th,
-                p->context, p->bytes, p->bytes, p->bytes, p->bytes, model);
-        csv_row(&w, "mbu,%d,%d,context_len,%d,%.6g,%.6g,%.6g,%.6g,fraction,%s,%s", th, p->context, t->reps,
+        csv_row(&w, "%s,decode_bytes,%s,%d,context_len,1,%.6g,%.6g,%.6g,%.6g,bytes/token,%s,weights + KV read (fp32)",
+                be, th, p->context, p->bytes, p->bytes, p->bytes, p->bytes, model);
+        csv_row(&w, "%s,mbu,%s,%d,context_len,%d,%.6g,%.6g,%.6g,%.6g,fraction,%s,%s", be, th, p->context, t->reps,
                 mbu(p, t->median_ms), mbu(p, t->p90_ms), mbu(p, t->p10_ms), mbu(p, t->min_ms), model, note);
     }
     csv_close(&w);
 }
 
-static void write_hardware(const char *dir, const HardwareSpec *hws, int n) {
+static void write_hardware(const char *dir, Backend b, const HardwareSpec *hws, int n) {
     char path[1024];
-    path_in(path, sizeof path, dir, "hardware.csv");
+    backend_csv_path(path, sizeof path, dir, "hardware", b);
     CsvWriter w = csv_open(path, "name,kind,memory_bytes,bandwidth_bytes_s,bf16_flop_s,fp32_flop_s,source");
     for (int i = 0; i < n; i++) {
         char name[160], source[1200];
@@ -345,10 +502,10 @@ static void budget_notes(char *buf, size_t size, const ModelShape *m, const Hard
 
 static const char *bound_name(const Roofline *r) { return r->compute_bound ? "compute" : "memory"; }
 
-static void write_budget(const char *dir, const ModelShape *models, int n_models, const HardwareSpec *hws, int n_hw,
-                         int context) {
+static void write_budget(const char *dir, Backend b, const ModelShape *models, int n_models, const HardwareSpec *hws,
+                         int n_hw, int context) {
     char path[1024];
-    path_in(path, sizeof path, dir, "hardware_budget.csv");
+    backend_csv_path(path, sizeof path, dir, "hardware_budget", b);
     CsvWriter w = csv_open(path, "model,weight_dtype,act_dtype,hardware,context_len,weight_gb,kv_bytes_per_token,"
                                  "kv_tokens_fit,kv_b64_gb,fits_b64,decode_b1_ms,decode_b1_bound,decode_b64_ms,"
                                  "decode_b64_bound,throughput_b64_tok_s,prefill_1k_ms,prefill_1k_bound,"
@@ -404,10 +561,11 @@ static void roofline_points(CsvWriter *w, const HardwareSpec *h, const ModelShap
                  budget_kv_bytes_per_token(m, p.act) * kv, -1);
 }
 
+// The roofline model's points on each of hws (n_hw), and our own model's on the machine measured.
 static void write_roofline(const char *dir, const HardwareSpec *hws, int n_hw, const ModelShape *roof_model,
                            const LabModel *lab, const Measured *me, int context) {
     char path[1024];
-    path_in(path, sizeof path, dir, "roofline.csv");
+    backend_csv_path(path, sizeof path, dir, "roofline", me->backend);
     CsvWriter w = csv_open(path, "hardware,model,weight_dtype,act_dtype,point,batch,context_len,flops,bytes,"
                                  "intensity_flop_per_byte,attainable_flop_s,achieved_flop_s,peak_flop_s,"
                                  "bandwidth_bytes_s,ridge_flop_per_byte,bound");
@@ -418,7 +576,7 @@ static void write_roofline(const char *dir, const HardwareSpec *hws, int n_hw, c
     roofline_points(&w, &me->spec, &lab->shape, FP32, lab_context);
     for (int i = 0; i < me->n_decode; i++) {
         const DecodePoint *d = &me->decode[i];
-        if (d->threads != omp_get_max_threads()) continue; // the roof is the all-thread one
+        if (d->threads != me->roof_threads) continue; // the roof is the all-thread one
         roofline_row(&w, &me->spec, &lab->shape, FP32, "decode_step_measured", 1, d->context, d->flops, d->bytes,
                      d->flops / (d->time.median_ms * 1e-3));
     }
@@ -434,7 +592,7 @@ static const ModelShape *find_model(const ModelShape *models, int n, const char 
 }
 
 int main(int argc, char **argv) {
-    enum { OPT_MODEL = 1, OPT_CONTEXT, OPT_HARDWARE, OPT_PRESETS, OPT_ROOFLINE_MODEL };
+    enum { OPT_MODEL = 1, OPT_CONTEXT, OPT_HARDWARE, OPT_PRESETS, OPT_ROOFLINE_MODEL, OPT_BACKEND };
     static const struct option options[] = {
         CLI_COMMON_OPTIONS,
         {"model", required_argument, 0, OPT_MODEL},
@@ -442,6 +600,7 @@ int main(int argc, char **argv) {
         {"hardware", required_argument, 0, OPT_HARDWARE},
         {"presets", required_argument, 0, OPT_PRESETS},
         {"roofline-model", required_argument, 0, OPT_ROOFLINE_MODEL},
+        {"backend", required_argument, 0, OPT_BACKEND},
         {0, 0, 0, 0},
     };
     CliCommon common;
@@ -449,6 +608,7 @@ int main(int argc, char **argv) {
     const char *model_path = NULL, *hardware_path = DEFAULT_HARDWARE, *presets_path = DEFAULT_PRESETS;
     const char *roofline_name = DEFAULT_ROOFLINE_MODEL;
     long context = DEFAULT_CONTEXT;
+    Backend backend = BACKEND_CPU;
     Error err;
     for (int c; (c = getopt_long(argc, argv, "", options, NULL)) != -1;) {
         int bad = 0;
@@ -458,6 +618,7 @@ int main(int argc, char **argv) {
         case OPT_HARDWARE: hardware_path = optarg; break;
         case OPT_PRESETS: presets_path = optarg; break;
         case OPT_ROOFLINE_MODEL: roofline_name = optarg; break;
+        case OPT_BACKEND: bad = backend_parse(optarg, &backend, &err); break;
         case '?': cli_usage_error(argv[0], "unknown option or missing value");
         default:
             if (cli_common_option(&common, c, optarg, &err) != 1) bad = 1;
@@ -469,6 +630,7 @@ int main(int argc, char **argv) {
         usage();
         return 0;
     }
+    backend_require(backend, "hardware_budget");
     Settings st = settings_for(common.profile);
 
     // Read every input before measuring anything, so a bad table fails at once.
@@ -489,32 +651,52 @@ int main(int argc, char **argv) {
     if (meta_make_dir(common.out_dir, &err)) die("%s", err.msg);
     double start = now_seconds();
 
-    Measured me = {0};
-    measure_stream(&me, &st, threads);
-    cli_progress("hardware_budget: sgemm n = %d", st.sgemm_n);
-    me.sgemm = peak_sgemm(st.sgemm_n, st.sgemm_min_reps, st.sgemm_max_reps, st.sgemm_budget_s, 1);
-    describe_machine(&me, &hw, threads);
-    measure_decode(&me, &lab, &st, threads);
+    Measured me = {.backend = backend};
+    char device[256] = ""; // the GPU measured
+    int n_hw, n_roof; // hardware rows in the budget; the first n_roof of them get the roofline model's points
+    HardwareSpec *hws;
+    if (backend == BACKEND_CPU) {
+        measure_stream(&me, &st, threads);
+        cli_progress("hardware_budget: sgemm n = %d", st.sgemm_n);
+        me.sgemm = peak_sgemm(st.sgemm_n, st.sgemm_min_reps, st.sgemm_max_reps, st.sgemm_budget_s, 1);
+        describe_machine(&me, &hw, threads);
+        me.roof_threads = threads;
+        measure_decode(&me, &lab, &st, threads);
+        // The budget covers the datasheets and this machine; the roofline model is drawn on the datasheets.
+        n_hw = n_datasheets + 1;
+        n_roof = n_datasheets;
+        hws = mallocCheck((size_t)n_hw * sizeof(HardwareSpec));
+        memcpy(hws, datasheets, (size_t)n_datasheets * sizeof(HardwareSpec));
+        hws[n_datasheets] = me.spec;
+    } else {
+#ifdef INFERLAB_CUDA
+        cuda_init();
+        measure_gpu(&me, &lab, &st);
+        cuda_device_name(device, sizeof device);
+        cuda_shutdown();
+#endif
+        // The GPU as measured, alone: the datasheets are the CPU run's tables.
+        n_hw = n_roof = 1;
+        hws = mallocCheck(sizeof(HardwareSpec));
+        hws[0] = me.spec;
+    }
     cli_progress_done();
 
-    // The budget covers the datasheets and this machine, the presets and our own model.
-    int n_hw = n_datasheets + 1, n_models = n_presets + 1;
-    HardwareSpec *hws = mallocCheck((size_t)n_hw * sizeof(HardwareSpec));
-    memcpy(hws, datasheets, (size_t)n_datasheets * sizeof(HardwareSpec));
-    hws[n_datasheets] = me.spec;
+    // The presets and our own model.
+    int n_models = n_presets + 1;
     ModelShape *models = mallocCheck((size_t)n_models * sizeof(ModelShape));
     memcpy(models, presets, (size_t)n_presets * sizeof(ModelShape));
     models[n_presets] = lab.shape;
 
     write_measured(common.out_dir, &me, &lab);
-    write_hardware(common.out_dir, hws, n_hw);
-    write_budget(common.out_dir, models, n_models, hws, n_hw, (int)context);
-    write_roofline(common.out_dir, hws, n_datasheets, roof_model, &lab, &me, (int)context);
+    write_hardware(common.out_dir, backend, hws, n_hw);
+    write_budget(common.out_dir, backend, models, n_models, hws, n_hw, (int)context);
+    write_roofline(common.out_dir, hws, n_roof, roof_model, &lab, &me, (int)context);
 
     char threads_text[16], context_text[16];
     snprintf(threads_text, sizeof threads_text, "%d", threads);
     snprintf(context_text, sizeof context_text, "%ld", context);
-    MetaEntry extra[] = {
+    MetaEntry cpu_extra[] = {
         {"hardware_budget_threads", threads_text},
         {"hardware_budget_model", lab.path[0] ? lab.path : lab.shape.name},
         {"hardware_budget_model_fnv1a64", lab.checksum[0] ? lab.checksum : "none"},
@@ -524,21 +706,29 @@ int main(int argc, char **argv) {
          "decode time >= max(FLOPs / peak, bytes / bandwidth); batch-64 KV at context_len tokens per sequence; "
          "MBU bandwidth = STREAM triad on as many threads as the decode, best pass"},
     };
-    if (meta_write(common.out_dir, &hw, common.profile, extra, sizeof extra / sizeof extra[0], &err))
-        die("%s", err.msg);
+    // The GPU run adds only the device: the model and context are the CPU run's keys (same options).
+    MetaEntry gpu_extra[] = {{"cuda_device", device}};
+    const MetaEntry *extra = backend == BACKEND_CPU ? cpu_extra : gpu_extra;
+    int n_extra = backend == BACKEND_CPU ? (int)(sizeof cpu_extra / sizeof cpu_extra[0]) : 1;
+    if (meta_write(common.out_dir, &hw, common.profile, extra, n_extra, &err)) die("%s", err.msg);
 
     for (int i = 0; i < me.n_stream; i++)
         fprintf(stderr, "STREAM %-5s %d thread(s): %.2f GB/s best, %.2f median\n",
                 stream_kernel_name(me.stream[i].kernel), me.stream[i].threads, me.stream[i].gb_s_best,
                 me.stream[i].gb_s_median);
-    fprintf(stderr, "sgemm n = %d: %.1f GFLOP/s best, %.1f median\n", me.sgemm.n, me.sgemm.gflop_s_best,
-            me.sgemm.gflop_s_median);
+    if (backend == BACKEND_CPU)
+        fprintf(stderr, "sgemm n = %d: %.1f GFLOP/s best, %.1f median\n", me.sgemm.n, me.sgemm.gflop_s_best,
+                me.sgemm.gflop_s_median);
+    else
+        fprintf(stderr, "%s: fp32 %.1f, bf16 %.1f GFLOP/s best (0 threads: the GPU)\n", me.spec.name,
+                me.spec.fp32_flop_s * 1e-9, me.spec.bf16_flop_s * 1e-9);
     for (int i = 0; i < me.n_decode; i++)
         fprintf(stderr, "decode %s, context %d, %d thread(s): %.3f ms/token, %.1f MB/token, MBU %.2f\n",
                 lab.shape.name, me.decode[i].context, me.decode[i].threads, me.decode[i].time.median_ms,
                 me.decode[i].bytes * 1e-6, mbu(&me.decode[i], me.decode[i].time.median_ms));
-    fprintf(stderr, "hardware_budget: wrote %s/{hardware_measured,hardware,hardware_budget,roofline}.csv in %.1f s\n",
-            common.out_dir, now_seconds() - start);
+    const char *suffix = backend == BACKEND_CPU ? "" : "_cuda";
+    fprintf(stderr, "hardware_budget: wrote %s/{hardware_measured,hardware,hardware_budget,roofline}%s.csv in %.1f s\n",
+            common.out_dir, suffix, now_seconds() - start);
     model_free(&lab.m);
     free(datasheets);
     free(presets);

@@ -1,21 +1,31 @@
 // kv_cache.c: bin/kv_cache, project 11: what a KV cache buys.
 //
-//   bin/kv_cache --model out/models/target.gguf [--out out/<hw>] [--profile quick|full]
+//   bin/kv_cache --model out/models/target.gguf [--out out/<hw>] [--profile quick|full] [--backend cpu|cuda]
 //
 // Greedy generation of the same tokens two ways: with a KV cache (prefill the prompt once,
 // then one decode step per token) and without (every new token recomputes the whole
 // sequence). The run stops with an error if the two ever pick different tokens. Uncached
 // steps cost a forward pass over the whole sequence so far; in long generations every
 // stride-th of them is timed (column timed_steps) and the total interpolates between them.
-// Writes under --out:
-//   kv_cache_runs.csv    prompt_len, gen_len, mode -> prefill, per-token decode, total times
-//   kv_cache_speedup.csv prompt_len, gen_len (setting "P+G") -> measured speed-up and the theoretical FLOP ratio
-//   kv_cache_steps.csv   mode, position -> latency of each decode step (the longest setting)
-//   kv_cache_memory.csv  n_layers, n_kv_heads, context_len -> measured vs formula bytes
+//
+// --backend cuda runs the same measurements on the GPU (engine/model_cuda.h): fp32 weights
+// (so it computes what the CPU computes, to rounding), the KV cache in device memory, logits
+// copied back to the host after every step (the copy waits for the device, so wall-clock
+// time around a step covers its GPU work, as the CPU's covers its own). Without the cache,
+// each step re-runs the prefill on a device cache allocated once and reset, where the CPU
+// allocates its scratch cache inside the step; the memory table counts the device bytes
+// the tracking allocator hands out. Exits 2 ("not run") when no CUDA device can be used.
+//
+// Writes under --out, every row starting with the backend (cpu, or cuda into *_cuda.csv):
+//   kv_cache_runs.csv    backend, prompt_len, gen_len, mode -> prefill, per-token decode, total times
+//   kv_cache_speedup.csv backend, prompt_len, gen_len (setting "P+G") -> measured speed-up and the theoretical FLOP ratio
+//   kv_cache_steps.csv   backend, mode, position -> latency of each decode step (the longest setting)
+//   kv_cache_memory.csv  backend, n_layers, n_kv_heads, context_len -> measured vs formula bytes
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "bench.h"
 #include "checkpoint.h"
 #include "cli.h"
@@ -23,6 +33,7 @@
 #include "kernels.h"
 #include "meta.h"
 #include "model.h"
+#include "model_cuda.h"
 #include "rng.h"
 
 typedef enum { MODE_CACHE = 0, MODE_NO_CACHE = 1 } Mode;
@@ -31,6 +42,151 @@ static const char *MODE_NAMES[] = {"cache", "no_cache"};
 typedef struct {
     int prompt_len, gen_len;
 } Setting;
+
+// ---- the two backends ------------------------------------------------------------------------
+
+// What the measurements need of a backend: cached generation of one sequence (begin, prefill
+// the prompt once, decode one token at a time, end), a forward pass over a whole sequence
+// without a cache, and a KV cache of a given shape for the memory table. Logits always come
+// back to the host.
+typedef struct Engine Engine;
+struct Engine {
+    Backend backend;
+    const Config *config;
+    // A cache for `capacity` tokens and scratch for a prompt of prompt_len.
+    void (*begin)(Engine *e, int prompt_len, int capacity);
+    void (*prefill)(Engine *e, const int *tokens, int n, float *logits); // logits (V): the last token's
+    void (*decode)(Engine *e, int token, float *logits);                 // logits (V)
+    void (*end)(Engine *e);
+    // logits (n, V) if all_logits, else (V) of the last token.
+    void (*forward_full)(Engine *e, const int *tokens, int n, float *logits, int all_logits);
+    // Allocate and free a cache of this shape: returns the bytes the allocator handed out,
+    // and the cache's own count in *cache_bytes.
+    size_t (*measure_cache)(int n_layers, int n_kv_heads, int head_dim, int context, size_t *cache_bytes);
+    void (*close)(Engine *e);
+    void *state;
+};
+
+// CPU: model.h, as the experiment has always run.
+typedef struct {
+    Model *m;
+    KVCache cache;
+    RunState s;
+} CpuEngine;
+
+static void cpu_begin(Engine *e, int prompt_len, int capacity) {
+    CpuEngine *c = e->state;
+    kv_cache_alloc(&c->cache, e->config->n_layers, e->config->n_kv_heads, e->config->head_dim, capacity);
+    runstate_alloc(&c->s, e->config, prompt_len < 512 ? prompt_len : 512);
+}
+
+static void cpu_prefill(Engine *e, const int *tokens, int n, float *logits) {
+    CpuEngine *c = e->state;
+    model_prefill(c->m, &c->s, &c->cache, tokens, n, logits, 0);
+}
+
+static void cpu_decode(Engine *e, int token, float *logits) {
+    CpuEngine *c = e->state;
+    KVCache *caches[1] = {&c->cache};
+    model_decode(c->m, &c->s, caches, &token, 1, logits);
+}
+
+static void cpu_end(Engine *e) {
+    CpuEngine *c = e->state;
+    runstate_free(&c->s);
+    kv_cache_free(&c->cache);
+}
+
+static void cpu_forward_full(Engine *e, const int *tokens, int n, float *logits, int all_logits) {
+    model_forward_full(((CpuEngine *)e->state)->m, tokens, n, logits, all_logits);
+}
+
+// Bytes the allocator hands out for the cache (mallinfo2 before / after).
+static size_t cpu_measure_cache(int n_layers, int n_kv, int hd, int context, size_t *cache_bytes) {
+    struct mallinfo2 before = mallinfo2();
+    KVCache cache;
+    kv_cache_alloc(&cache, n_layers, n_kv, hd, context);
+    struct mallinfo2 after = mallinfo2();
+    *cache_bytes = kv_cache_bytes(&cache);
+    kv_cache_free(&cache);
+    return (after.uordblks + after.hblkhd) - (before.uordblks + before.hblkhd);
+}
+
+static void cpu_close(Engine *e) { free(e->state); }
+
+static Engine cpu_engine(Model *m) {
+    CpuEngine *c = callocCheck(1, sizeof *c);
+    c->m = m;
+    return (Engine){BACKEND_CPU, &m->config, cpu_begin, cpu_prefill, cpu_decode, cpu_end, cpu_forward_full,
+                    cpu_measure_cache, cpu_close, c};
+}
+
+#ifdef INFERLAB_CUDA
+// CUDA: model_cuda.h, fp32 weights. The uncached forward reuses one device cache, reset.
+typedef struct {
+    CudaModel g;
+    CudaRunState s;
+    CudaKVCache cache, scratch;
+} GpuEngine;
+
+static void gpu_begin(Engine *e, int prompt_len, int capacity) {
+    (void)prompt_len; // the run state is the engine's, sized for 512-token chunks as on the CPU
+    GpuEngine *c = e->state;
+    cuda_kv_cache_alloc(&c->cache, e->config->n_layers, e->config->n_kv_heads, e->config->head_dim, capacity);
+}
+
+static void gpu_prefill(Engine *e, const int *tokens, int n, float *logits) {
+    GpuEngine *c = e->state;
+    cuda_model_prefill(&c->g, &c->s, &c->cache, tokens, n, logits, 0);
+}
+
+static void gpu_decode(Engine *e, int token, float *logits) {
+    GpuEngine *c = e->state;
+    CudaKVCache *caches[1] = {&c->cache};
+    cuda_model_decode(&c->g, &c->s, caches, &token, 1, logits);
+}
+
+static void gpu_end(Engine *e) { cuda_kv_cache_free(&((GpuEngine *)e->state)->cache); }
+
+static void gpu_forward_full(Engine *e, const int *tokens, int n, float *logits, int all_logits) {
+    GpuEngine *c = e->state;
+    cuda_kv_cache_reset(&c->scratch);
+    cuda_model_prefill(&c->g, &c->s, &c->scratch, tokens, n, logits, all_logits);
+}
+
+// Device bytes the tracking allocator hands out for the cache.
+static size_t gpu_measure_cache(int n_layers, int n_kv, int hd, int context, size_t *cache_bytes) {
+    size_t before = cuda_allocated_bytes();
+    CudaKVCache cache;
+    cuda_kv_cache_alloc(&cache, n_layers, n_kv, hd, context);
+    size_t measured = cuda_allocated_bytes() - before;
+    *cache_bytes = cuda_kv_cache_bytes(&cache);
+    cuda_kv_cache_free(&cache);
+    return measured;
+}
+
+static void gpu_close(Engine *e) {
+    GpuEngine *c = e->state;
+    cuda_kv_cache_free(&c->scratch);
+    cuda_runstate_free(&c->s);
+    cuda_model_free(&c->g);
+    free(c);
+    cuda_shutdown();
+}
+
+// max_tokens: the longest sequence forward_full will see.
+static Engine gpu_engine(Model *m, int max_tokens) {
+    GpuEngine *c = callocCheck(1, sizeof *c);
+    cuda_init();
+    cuda_model_upload(&c->g, m, GEMM_FP32); // fp32: the CPU's numbers, so the same tokens
+    cuda_runstate_alloc(&c->s, &m->config, 512);
+    cuda_kv_cache_alloc(&c->scratch, m->config.n_layers, m->config.n_kv_heads, m->config.head_dim, max_tokens);
+    return (Engine){BACKEND_CUDA, &c->g.config, gpu_begin, gpu_prefill, gpu_decode, gpu_end, gpu_forward_full,
+                    gpu_measure_cache, gpu_close, c};
+}
+#endif
+
+// ---- the measurements ------------------------------------------------------------------------
 
 static int argmax(const float *x, int n) {
     int best = 0;
@@ -42,24 +198,19 @@ static int argmax(const float *x, int n) {
 // Cached greedy generation, every step timed. Step 0 prefills the prompt and picks token
 // P; step i > 0 decodes token P + i - 1 and picks token P + i.
 // tokens (P + G): prompt in, generated tokens out; step_ms (G).
-static void generate_cached(Model *m, Setting st, int *tokens, double *step_ms) {
-    const Config *c = &m->config;
-    float *logits = mallocCheck((size_t)c->vocab_size * sizeof(float));
-    KVCache cache;
-    RunState s;
-    kv_cache_alloc(&cache, c->n_layers, c->n_kv_heads, c->head_dim, st.prompt_len + st.gen_len);
-    runstate_alloc(&s, c, st.prompt_len < 512 ? st.prompt_len : 512);
-    KVCache *caches[1] = {&cache};
+static void generate_cached(Engine *e, Setting st, int *tokens, double *step_ms) {
+    int V = e->config->vocab_size;
+    float *logits = mallocCheck((size_t)V * sizeof(float));
+    e->begin(e, st.prompt_len, st.prompt_len + st.gen_len);
     for (int i = 0; i < st.gen_len; i++) {
         int n = st.prompt_len + i; // tokens known so far
         double t0 = now_seconds();
-        if (i == 0) model_prefill(m, &s, &cache, tokens, n, logits, 0);
-        else model_decode(m, &s, caches, &tokens[n - 1], 1, logits);
-        tokens[n] = argmax(logits, c->vocab_size);
+        if (i == 0) e->prefill(e, tokens, n, logits);
+        else e->decode(e, tokens[n - 1], logits);
+        tokens[n] = argmax(logits, V);
         step_ms[i] = 1e3 * (now_seconds() - t0);
     }
-    runstate_free(&s);
-    kv_cache_free(&cache);
+    e->end(e);
     free(logits);
 }
 
@@ -79,13 +230,14 @@ static int timed_steps(int gen_len, int *steps) {
 
 // Time the uncached steps listed in `steps` on the cached run's tokens; each must pick
 // the same token the cached run picked. step_ms (n_steps).
-static void time_uncached(Model *m, Setting st, const int *tokens, const int *steps, int n_steps, double *step_ms) {
-    float *logits = mallocCheck((size_t)m->config.vocab_size * sizeof(float));
+static void time_uncached(Engine *e, Setting st, const int *tokens, const int *steps, int n_steps, double *step_ms) {
+    int V = e->config->vocab_size;
+    float *logits = mallocCheck((size_t)V * sizeof(float));
     for (int k = 0; k < n_steps; k++) {
         int n = st.prompt_len + steps[k];
         double t0 = now_seconds();
-        model_forward_full(m, tokens, n, logits, 0);
-        int picked = argmax(logits, m->config.vocab_size);
+        e->forward_full(e, tokens, n, logits, 0);
+        int picked = argmax(logits, V);
         step_ms[k] = 1e3 * (now_seconds() - t0);
         if (picked != tokens[n])
             die("kv_cache %d+%d: without the cache position %d picks token %d, with it %d", st.prompt_len, st.gen_len,
@@ -97,10 +249,10 @@ static void time_uncached(Model *m, Setting st, const int *tokens, const int *st
 // Uncached generation picks exactly the cached run's tokens iff, in one forward pass over
 // the whole sequence, the argmax at every position P-1 .. P+G-2 is the next token (by
 // induction over the steps). Covers the steps time_uncached skipped.
-static void check_uncached_agrees(Model *m, Setting st, const int *tokens) {
-    int n = st.prompt_len + st.gen_len - 1, V = m->config.vocab_size;
+static void check_uncached_agrees(Engine *e, Setting st, const int *tokens) {
+    int n = st.prompt_len + st.gen_len - 1, V = e->config->vocab_size;
     float *logits = mallocCheck((size_t)n * V * sizeof(float)); // (n, V)
-    model_forward_full(m, tokens, n, logits, 1);
+    e->forward_full(e, tokens, n, logits, 1);
     for (int p = st.prompt_len - 1; p < n; p++)
         if (argmax(logits + (size_t)p * V, V) != tokens[p + 1])
             die("kv_cache %d+%d: without the cache position %d picks another token than with it", st.prompt_len,
@@ -143,6 +295,7 @@ static double generation_flops(const Config *c, Setting st, Mode mode) {
 }
 
 typedef struct {
+    const char *backend; // the first column of every row
     CsvWriter runs, speedup, steps;
 } Outputs;
 
@@ -159,18 +312,19 @@ static void write_mode(Outputs *out, const Config *c, Setting st, Mode mode, con
     BenchStats tot = bench_stats(t->totals, reps);
     // decode = every timed step after the first (the prompt pass)
     BenchStats dec = t->n_steps > 1 ? bench_stats(kept + 1, t->n_steps - 1) : (BenchStats){0};
-    csv_row(&out->runs, "%d,%d,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%d,%.6g", st.prompt_len, st.gen_len,
+    csv_row(&out->runs, "%s,%d,%d,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%d,%.6g", out->backend, st.prompt_len, st.gen_len,
             MODE_NAMES[mode], kept[0], dec.median_ms, dec.p10_ms, dec.p90_ms, tot.median_ms, tot.p10_ms, tot.p90_ms,
             reps, t->n_steps, generation_flops(c, st, mode));
     if (write_steps)
         for (int k = 1; k < t->n_steps; k++)
-            csv_row(&out->steps, "%s,%d,%.6g", MODE_NAMES[mode], st.prompt_len + t->step_index[k] - 1, kept[k]);
+            csv_row(&out->steps, "%s,%s,%d,%.6g", out->backend, MODE_NAMES[mode], st.prompt_len + t->step_index[k] - 1,
+                    kept[k]);
 }
 
 // Generate with the cache `reps` times, then time the uncached steps `reps` times on the
 // same tokens; report the repetition whose total is the median.
-static void measure_setting(Model *m, Setting st, int reps, int write_steps, Outputs *out) {
-    const Config *c = &m->config;
+static void measure_setting(Engine *e, Setting st, int reps, int write_steps, Outputs *out) {
+    const Config *c = e->config;
     int total = st.prompt_len + st.gen_len, G = st.gen_len;
     int *tokens = mallocCheck(total * sizeof(int)), *again = mallocCheck(total * sizeof(int));
     uint64_t rng = rng_seed(1000003u * st.prompt_len + st.gen_len);
@@ -184,26 +338,27 @@ static void measure_setting(Model *m, Setting st, int reps, int write_steps, Out
         {timed_steps(G, some_steps), some_steps, mallocCheck((size_t)reps * G * sizeof(double)),
          mallocCheck(reps * sizeof(double))}};
     for (int r = 0; r < reps; r++) {
-        cli_progress("kv_cache %d+%d cache rep %d/%d", st.prompt_len, G, r + 1, reps);
+        cli_progress("kv_cache %s %d+%d cache rep %d/%d", out->backend, st.prompt_len, G, r + 1, reps);
         double *ms = times[MODE_CACHE].steps + (size_t)r * G;
-        generate_cached(m, st, r == 0 ? tokens : again, ms);
+        generate_cached(e, st, r == 0 ? tokens : again, ms);
         if (r > 0 && memcmp(tokens, again, total * sizeof(int)) != 0)
             die("kv_cache %d+%d: cached generation is not reproducible", st.prompt_len, G);
         times[MODE_CACHE].totals[r] = integrate_steps(all_steps, ms, G);
     }
     for (int r = 0; r < reps; r++) {
-        cli_progress("kv_cache %d+%d no_cache rep %d/%d", st.prompt_len, G, r + 1, reps);
+        cli_progress("kv_cache %s %d+%d no_cache rep %d/%d", out->backend, st.prompt_len, G, r + 1, reps);
         ModeTimes *t = &times[MODE_NO_CACHE];
         double *ms = t->steps + (size_t)r * t->n_steps;
-        time_uncached(m, st, tokens, t->step_index, t->n_steps, ms);
+        time_uncached(e, st, tokens, t->step_index, t->n_steps, ms);
         t->totals[r] = integrate_steps(t->step_index, ms, t->n_steps);
     }
-    if (times[MODE_NO_CACHE].n_steps < G) check_uncached_agrees(m, st, tokens);
+    if (times[MODE_NO_CACHE].n_steps < G) check_uncached_agrees(e, st, tokens);
 
     for (int mode = 0; mode < 2; mode++) write_mode(out, c, st, mode, &times[mode], reps, write_steps);
     double speedup = bench_stats(times[1].totals, reps).median_ms / bench_stats(times[0].totals, reps).median_ms;
     double flop_ratio = generation_flops(c, st, MODE_NO_CACHE) / generation_flops(c, st, MODE_CACHE);
-    csv_row(&out->speedup, "%d,%d,%d+%d,%.6g,%.6g", st.prompt_len, G, st.prompt_len, G, speedup, flop_ratio);
+    csv_row(&out->speedup, "%s,%d,%d,%d+%d,%.6g,%.6g", out->backend, st.prompt_len, G, st.prompt_len, G, speedup,
+            flop_ratio);
     for (int mode = 0; mode < 2; mode++) {
         free(times[mode].steps);
         free(times[mode].totals);
@@ -211,38 +366,49 @@ static void measure_setting(Model *m, Setting st, int reps, int write_steps, Out
     free(all_steps); free(some_steps); free(tokens); free(again);
 }
 
-// Bytes the allocator hands out for a cache of this shape (mallinfo2 before / after),
-// against the formula 2 * L * S * n_kv * hd * sizeof(float).
-static void measure_memory(CsvWriter *w, int n_layers, int n_kv, int hd, int context) {
-    struct mallinfo2 before = mallinfo2();
-    KVCache cache;
-    kv_cache_alloc(&cache, n_layers, n_kv, hd, context);
-    struct mallinfo2 after = mallinfo2();
-    size_t measured = (after.uordblks + after.hblkhd) - (before.uordblks + before.hblkhd);
+// Bytes the allocator hands out for a cache of this shape, against the formula
+// 2 * L * S * n_kv * hd * sizeof(float).
+static void measure_memory(Engine *e, CsvWriter *w, int n_layers, int n_kv, int hd, int context) {
+    size_t cache_bytes, measured = e->measure_cache(n_layers, n_kv, hd, context, &cache_bytes);
     size_t formula = 2ull * n_layers * context * n_kv * hd * sizeof(float);
-    csv_row(w, "%d,%d,%d,%d,%d,%zu,%zu,%zu", n_layers, n_kv, hd, context, (int)sizeof(float), kv_cache_bytes(&cache),
-            measured, formula);
-    kv_cache_free(&cache);
+    csv_row(w, "%s,%d,%d,%d,%d,%d,%zu,%zu,%zu", backend_name(e->backend), n_layers, n_kv, hd, context,
+            (int)sizeof(float), cache_bytes, measured, formula);
+}
+
+// The engine of a backend; the model stays the caller's. max_tokens: the longest sequence.
+static Engine open_engine(Backend b, Model *m, int max_tokens) {
+#ifdef INFERLAB_CUDA
+    if (b == BACKEND_CUDA) return gpu_engine(m, max_tokens);
+#endif
+    (void)b, (void)max_tokens; // backend_require has ruled out cuda without CUDA
+    return cpu_engine(m);
 }
 
 int main(int argc, char **argv) {
-    static const struct option opts[] = {CLI_COMMON_OPTIONS, {"model", required_argument, 0, 'm'}, {0, 0, 0, 0}};
+    enum { OPT_MODEL = 1, OPT_BACKEND };
+    static const struct option opts[] = {CLI_COMMON_OPTIONS, {"model", required_argument, 0, OPT_MODEL},
+                                         {"backend", required_argument, 0, OPT_BACKEND}, {0, 0, 0, 0}};
     CliCommon common;
     cli_common_defaults(&common);
     const char *model_path = NULL;
+    Backend backend = BACKEND_CPU;
     Error err;
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
-        if (c == 'm') model_path = optarg;
-        else if (cli_common_option(&common, c, optarg, &err) != 1)
+        if (c == OPT_MODEL) model_path = optarg;
+        else if (c == OPT_BACKEND) {
+            if (backend_parse(optarg, &backend, &err) != 0) cli_usage_error("kv_cache", err.msg);
+        } else if (cli_common_option(&common, c, optarg, &err) != 1)
             cli_usage_error("kv_cache", c == '?' ? "unknown option" : err.msg);
     }
     if (common.help) {
         printf("usage: bin/kv_cache --model FILE [options]\n"
-               "  --model FILE     GGUF checkpoint to generate with\n" CLI_COMMON_HELP);
+               "  --model FILE     GGUF checkpoint to generate with\n" BACKEND_HELP CLI_COMMON_HELP
+               "--backend cuda exits 2 when no CUDA device can be used.\n");
         return 0;
     }
     if (!model_path) cli_usage_error("kv_cache", "--model is required");
     if (optind < argc) cli_usage_error("kv_cache", "unexpected argument");
+    backend_require(backend, "kv_cache");
     kernels_set_threads(common.threads);
 
     Model m;
@@ -258,31 +424,32 @@ int main(int argc, char **argv) {
     int n_settings = quick ? (int)(sizeof quick_settings / sizeof quick_settings[0])
                            : (int)(sizeof full_settings / sizeof full_settings[0]);
     int reps = quick ? 1 : 3;
-
-    char path[1024];
-    Outputs out;
-    snprintf(path, sizeof path, "%s/kv_cache_runs.csv", common.out_dir);
-    out.runs = csv_open(path, "prompt_len,gen_len,mode,prefill_ms,decode_ms_median,decode_ms_p10,decode_ms_p90,"
-                              "total_ms_median,total_ms_p10,total_ms_p90,reps,timed_steps,flops");
-    snprintf(path, sizeof path, "%s/kv_cache_speedup.csv", common.out_dir);
-    out.speedup = csv_open(path, "prompt_len,gen_len,setting,speedup,flop_ratio");
-    snprintf(path, sizeof path, "%s/kv_cache_steps.csv", common.out_dir);
-    out.steps = csv_open(path, "mode,position,step_ms");
     int longest = 0; // its per-step latencies go to kv_cache_steps.csv
     for (int i = 1; i < n_settings; i++)
         if (settings[i].prompt_len + settings[i].gen_len > settings[longest].prompt_len + settings[longest].gen_len)
             longest = i;
-    for (int i = 0; i < n_settings; i++) measure_setting(&m, settings[i], reps, i == longest, &out);
+    Engine e = open_engine(backend, &m, settings[longest].prompt_len + settings[longest].gen_len);
+
+    char path[1024];
+    Outputs out = {.backend = backend_name(backend)};
+    backend_csv_path(path, sizeof path, common.out_dir, "kv_cache_runs", backend);
+    out.runs = csv_open(path, "backend,prompt_len,gen_len,mode,prefill_ms,decode_ms_median,decode_ms_p10,"
+                              "decode_ms_p90,total_ms_median,total_ms_p10,total_ms_p90,reps,timed_steps,flops");
+    backend_csv_path(path, sizeof path, common.out_dir, "kv_cache_speedup", backend);
+    out.speedup = csv_open(path, "backend,prompt_len,gen_len,setting,speedup,flop_ratio");
+    backend_csv_path(path, sizeof path, common.out_dir, "kv_cache_steps", backend);
+    out.steps = csv_open(path, "backend,mode,position,step_ms");
+    for (int i = 0; i < n_settings; i++) measure_setting(&e, settings[i], reps, i == longest, &out);
     cli_progress_done();
 
-    snprintf(path, sizeof path, "%s/kv_cache_memory.csv", common.out_dir);
-    CsvWriter mem = csv_open(path, "n_layers,n_kv_heads,head_dim,context_len,element_bytes,cache_bytes,"
+    backend_csv_path(path, sizeof path, common.out_dir, "kv_cache_memory", backend);
+    CsvWriter mem = csv_open(path, "backend,n_layers,n_kv_heads,head_dim,context_len,element_bytes,cache_bytes,"
                                    "allocated_bytes,formula_bytes");
     const Config *c = &m.config;
     int contexts[] = {256, 512, 1024, 2048, 4096};
     int shapes[][2] = {{c->n_layers, c->n_kv_heads}, {c->n_layers, 1}, {2 * c->n_layers, c->n_kv_heads}};
     for (int s = 0; s < 3; s++)
-        for (int i = 0; i < 5; i++) measure_memory(&mem, shapes[s][0], shapes[s][1], c->head_dim, contexts[i]);
+        for (int i = 0; i < 5; i++) measure_memory(&e, &mem, shapes[s][0], shapes[s][1], c->head_dim, contexts[i]);
     csv_close(&out.runs);
     csv_close(&out.speedup);
     csv_close(&out.steps);
@@ -290,10 +457,15 @@ int main(int argc, char **argv) {
 
     HwInfo hw;
     hw_probe(&hw);
-    char sum_hex[17];
+    char sum_hex[17], device[256] = "";
+#ifdef INFERLAB_CUDA
+    if (backend == BACKEND_CUDA) cuda_device_name(device, sizeof device);
+#endif
+    e.close(&e);
     if (meta_file_checksum(model_path, sum_hex, &err) != 0) die("%s", err.msg);
-    MetaEntry extra[] = {{"kv_cache_model", model_path}, {"kv_cache_model_fnv1a64", sum_hex}};
-    if (meta_write(common.out_dir, &hw, common.profile, extra, 2, &err) != 0) die("%s", err.msg);
+    MetaEntry extra[] = {{"kv_cache_model", model_path}, {"kv_cache_model_fnv1a64", sum_hex}, {"cuda_device", device}};
+    if (meta_write(common.out_dir, &hw, common.profile, extra, backend == BACKEND_CUDA ? 3 : 2, &err) != 0)
+        die("%s", err.msg);
     model_free(&m);
     return 0;
 }

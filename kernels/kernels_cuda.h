@@ -49,6 +49,15 @@ void cuda_shutdown(void);
 // "NVIDIA H200, sm_90, 132 SMs, 140.4 GiB" into buf.
 void cuda_device_name(char *buf, size_t len);
 
+// The current device's figures the hardware budget needs.
+typedef struct {
+    char name[256];      // "NVIDIA H200"
+    size_t memory_bytes; // global memory
+    size_t l2_bytes;     // L2 cache
+    int sm_count, major, minor;
+} CudaDeviceInfo;
+void cuda_device_info(CudaDeviceInfo *info);
+
 // Device allocations go through a tracking allocator so benchmarks can report the peak
 // bytes held, as PyTorch's max_memory_allocated does. cudaMallocCheck dies (naming the
 // call site) when the device is out of memory; cuda_try_malloc returns NULL instead.
@@ -75,6 +84,14 @@ void cuda_fill_normal(void *x_dev, CudaDtype t, size_t n, float std, unsigned lo
 // Time the device work that fn(ctx) enqueues: warmup untimed calls, then reps calls, each
 // between its own pair of CUDA events (ms).
 BenchStats cuda_bench_run(void (*fn)(void *ctx), void *ctx, int warmup, int reps);
+
+// ---- device memory bandwidth (kernels/cuda/stream.cu) --------------------------------------
+
+// STREAM's copy (c = a, 16 n bytes per pass) and triad (a = b + s c, 24 n bytes), the kernels
+// of experiments/engine/peak.h, on three device arrays of n doubles: warmup untimed passes,
+// then reps passes each between its own pair of CUDA events (ms); then every element of the
+// result is checked (a wrong value dies). triad: 0 copy, 1 triad.
+BenchStats cuda_stream_bench(int triad, size_t n, int warmup, int reps);
 
 // ---- pointwise and row kernels, fp32 (kernels/cuda/pointwise.cu) --------------------------
 // Same contracts as the CPU kernels in kernels.h, with device pointers.
@@ -154,18 +171,32 @@ int cuda_attention_flash_supported(int D, CudaDtype t);
 void cuda_attention_flash(void *out, const void *q, const void *k, const void *v, int B, int H,
                           int T, int D, CudaDtype t, int causal);
 
-// No third contender from cuDNN: its fused attention is reachable from C only through the
-// backend descriptor API, as a hand-built graph (Q K^T matmul, scale, causal mask from
-// generated indices, a five-op softmax, P V matmul: some twenty tensor and a dozen operation
-// descriptors) that its runtime-fusion engine must recognise exactly, with nothing here to
-// test it on; cuDNN 9.19's one-op SDPA_FWD descriptor has no causal attribute in its header
-// and no documented use from the backend API. The supported route is the C++
-// cudnn-frontend, which is not packaged here.
+// cuDNN (kernels/cuda/attention_cudnn.cu): the vendor's fused attention, the analogue of
+// PyTorch's SDPA, driven from C through cuDNN's backend descriptor API: a graph of the one
+// CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR node (cuDNN >= 9.13), whose engine the
+// heuristics pick. fp16 / bf16, D a multiple of 8 up to 128, and no causal mask: cuDNN 9.19's
+// node has no mask attribute (its element-wise score-modifier subgraph arrives in 9.21), and
+// the alternative, the primitive-operation graph cudnn-frontend builds for its C++ users, is
+// not reproduced here (see the .cu file). Built as a stub when cudnn.h is not found.
+// Building a plan is slow next to a call (an engine may compile its kernel at run time), so
+// it is made once per shape:
+//   CudnnAttention *p = cuda_attention_cudnn_plan(B, H, T, D, CUDA_FP16, 0, &err); // NULL: err says why
+//   void *ws = cudaMallocCheck(cuda_attention_cudnn_workspace(p));
+//   cuda_attention_cudnn(p, out, q, k, v, ws); ...
+//   cuda_attention_cudnn_free(p);
+typedef struct CudnnAttention CudnnAttention;
+// 1 when this build's cuDNN can run the shape; else 0 and why.
+int cuda_attention_cudnn_supported(int D, CudaDtype t, int causal, char *why, size_t why_len);
+CudnnAttention *cuda_attention_cudnn_plan(int B, int H, int T, int D, CudaDtype t, int causal, Error *err);
+size_t cuda_attention_cudnn_workspace(const CudnnAttention *p); // bytes the plan needs (may be 0)
+void cuda_attention_cudnn(CudnnAttention *p, void *out, const void *q, const void *k, const void *v,
+                          void *workspace);
+void cuda_attention_cudnn_free(CudnnAttention *p); // NULL is allowed
 
 // ---- the benchmark behind attention_kernels --backend cuda (kernels/cuda/attention_bench.cu)
 
-typedef enum { CUDA_ATTN_NAIVE = 0, CUDA_ATTN_FLASH } CudaAttnImpl;
-const char *cuda_attn_impl_name(CudaAttnImpl impl); // "naive", "flash"
+typedef enum { CUDA_ATTN_NAIVE = 0, CUDA_ATTN_FLASH, CUDA_ATTN_CUDNN, CUDA_ATTN_COUNT } CudaAttnImpl;
+const char *cuda_attn_impl_name(CudaAttnImpl impl); // "naive", "flash", "cudnn"
 
 typedef struct {
     int B, H, T, D;
@@ -177,15 +208,17 @@ typedef struct {
     BenchStats time;      // CUDA-event times of one call after warm-up, ms
     double flops;         // 4 B H T^2 D, halved when causal (the work a causal kernel must do)
     double tflops;        // flops / median time
-    size_t peak_bytes;    // peak device bytes held while it ran: q, k, v, out and its workspace
+    size_t peak_bytes;    // peak device bytes held while it ran: q, k, v, out and its workspace (cuDNN's
+                          // handle and plan hold device memory of their own, not counted)
     double max_abs_error; // vs the double-precision CPU reference on the inputs as rounded
     double max_rel_error; // max_abs_error / max |reference|
     int rows_checked;     // query rows compared (a spread sample: the whole reference is O(T^2))
 } CudaAttnResult;
 
 // Random N(0, 1) q, k, v of the shape (from seed), warmup untimed calls, reps timed calls,
-// then the error check. Returns 0, or -1 with err set when the implementation does not
-// support the shape or it does not fit in device memory (nothing is left allocated).
+// then the error check. cuDNN's plan is built before the warm-up, outside the timing.
+// Returns 0, or -1 with err set when the implementation does not support the shape or it
+// does not fit in device memory (nothing is left allocated).
 int cuda_attention_bench(CudaAttnImpl impl, const CudaAttnShape *s, int warmup, int reps,
                          unsigned long long seed, CudaAttnResult *r, Error *err);
 

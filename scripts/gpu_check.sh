@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # gpu_check.sh: the one thing to run on a machine with an NVIDIA GPU (`make gpu-check`).
-# Builds the CUDA test and benchmark, runs the CUDA tests (every GPU kernel and a whole
-# decode step against the CPU reference), then bin/cuda_bench: attention naive vs our flash
-# kernel at the seeds' shape (B=4 H=12 T=2048 D=64 fp16) and a causal T sweep to 16K, and
-# the cuBLAS matmul rates (fp32, tf32, fp16, bf16). CSVs and logs go under OUT_DIR; the
-# summary table is printed last. A few minutes in all.
+# Builds the CUDA test and the GPU programs, runs the CUDA tests (every GPU kernel, cuDNN's
+# fused attention and a whole decode step against the CPU reference), then bin/cuda_bench:
+# attention naive vs our flash kernel vs cuDNN's fused SDPA at the seeds' shape (B=4 H=12
+# T=2048 D=64 fp16) and T sweeps to 16K, and the cuBLAS matmul rates (fp32, tf32, fp16,
+# bf16); then the other experiments' --backend cuda runs in the quick profile: hardware_budget
+# (device bandwidth, matmul peaks, our decode's MBU) and, when a trained model exists,
+# kv_cache. CSVs and logs go under OUT_DIR; the summary table is printed last. A few minutes.
 #
 #   scripts/gpu_check.sh [OUT_DIR]        (default out/gpu-check)
 #   QUICK=1 scripts/gpu_check.sh ...      shorter sweep (T to 4096), fewer repetitions
@@ -31,12 +33,13 @@ else
 fi
 
 section "build (CUDA=1, $jobs jobs; log: $out/build.log)"
-if ! make -j"$jobs" CUDA=1 build/tests/test_cuda bin/cuda_bench >"$out/build.log" 2>&1; then
+if ! make -j"$jobs" CUDA=1 build/tests/test_cuda bin/cuda_bench bin/kv_cache bin/hardware_budget \
+        >"$out/build.log" 2>&1; then
     tail -n 30 "$out/build.log"
     echo "gpu_check: build failed" >&2
     exit 1
 fi
-echo "built build/tests/test_cuda and bin/cuda_bench"
+echo "built build/tests/test_cuda, bin/cuda_bench, bin/kv_cache, bin/hardware_budget"
 
 section "CUDA tests (log: $out/test_cuda.log)"
 timeout 600 ./build/tests/test_cuda >"$out/test_cuda.log" 2>&1
@@ -62,10 +65,36 @@ case $bench_rc in
     *) bench="FAILED (exit $bench_rc; see $out/cuda_bench.log)" ;;
 esac
 
+# The engine on the GPU: an experiment's --backend cuda run, quick profile. Exit 2 is "not run".
+experiment() { # name, then its arguments
+    local name=$1
+    shift
+    timeout 900 "./bin/$name" --backend cuda --quick --out "$out" "$@" >"$out/$name.log" 2>&1
+    case $? in
+        0) echo "$name: ran" ;;
+        2) echo "$name: $(tail -n 1 "$out/$name.log" | sed "s/^$name: //")" ;;
+        *) echo "$name: FAILED (see $out/$name.log)" ;;
+    esac
+}
+section "experiments on the GPU (logs: $out/<name>.log)"
+experiments_failed=0
+model=""
+for m in out/models/quick/target.gguf out/models/full/target.gguf; do [ -f "$m" ] && { model=$m; break; }; done
+experiments=$(
+    experiment hardware_budget ${model:+--model "$model"}
+    if [ -n "$model" ]; then experiment kv_cache --model "$model"
+    else echo "kv_cache: skipped: no trained model (make models PROFILE=quick)"; fi
+)
+echo "$experiments"
+grep -q FAILED <<<"$experiments" && experiments_failed=1
+
 section "summary"
 echo "tests:      $tests"
 echo "benchmarks: $bench"
+echo "$experiments" | sed 's/^/experiment: /'
 [ "$bench_rc" -eq 0 ] && sed -n '/^== GPU check summary/,$p' "$out/cuda_bench.txt"
-if [ "$test_rc" -ne 0 ] || { [ "$bench_rc" -ne 0 ] && [ "$bench_rc" -ne 2 ]; }; then exit 1; fi
+if [ "$test_rc" -ne 0 ] || [ "$experiments_failed" -ne 0 ] || { [ "$bench_rc" -ne 0 ] && [ "$bench_rc" -ne 2 ]; }; then
+    exit 1
+fi
 if [ "$bench_rc" -eq 2 ]; then exit 2; fi
 exit 0

@@ -11,6 +11,8 @@
 //     rows of a prefill chunk and rows of different sequences in one call, the cache append;
 //   - naive attention (fp32, fp16, bf16) and the flash kernel (fp16, bf16, D = 64, 128;
 //     T = 1, a multiple of the tile, and not), causal and not, against ref_attention_full;
+//     cuDNN's fused attention the same way without the mask (its plan executed twice), and
+//     which shapes it accepts (host-only: this one runs without a device too);
 //   - the attention benchmark: its error is small and its peak memory is exactly q, k, v,
 //     out (+ the naive workspace); unsupported shapes return an error;
 //   - a whole model (MHA; GQA with window, sinks and YaRN; MQA with tied embeddings): chunked
@@ -19,7 +21,8 @@
 //     and bf16 those of the reference forward with weights and matmul inputs rounded where
 //     the GPU rounds them (1e-2). (Against fp32 activations bf16 differs by about 1e-2 on
 //     its own: that is the format's precision, not the kernels' error.)
-// Without a device or driver (or built with CUDA=0) every test reports itself skipped.
+// Without a device or driver (or built with CUDA=0) every test that needs one reports itself
+// skipped. None of it has run on a GPU yet: it was written on a machine without one.
 // Run: make build/tests/test_cuda && ./build/tests/test_cuda
 #include <setjmp.h>
 #include <stdarg.h>
@@ -336,7 +339,7 @@ static void test_attention_rows(void **state) {
 
 // ---- full-sequence attention ------------------------------------------------------------------
 
-typedef enum { NAIVE, FLASH } Impl;
+typedef enum { NAIVE, FLASH, CUDNN } Impl;
 
 static void check_full_attention(Impl impl, CudaDtype t, int B, int H, int T, int D, int causal) {
     uint64_t rng = rng_seed(1000 * T + D + 7 * causal + 3 * t);
@@ -350,8 +353,16 @@ static void check_full_attention(Impl impl, CudaDtype t, int B, int H, int T, in
     if (impl == NAIVE) {
         ws = cudaMallocCheck(cuda_attention_naive_workspace(B, H, T, t));
         cuda_attention_naive(out_d, q_d, k_d, v_d, ws, B, H, T, D, t, causal);
-    } else {
+    } else if (impl == FLASH) {
         cuda_attention_flash(out_d, q_d, k_d, v_d, B, H, T, D, t, causal);
+    } else {
+        Error err;
+        CudnnAttention *plan = cuda_attention_cudnn_plan(B, H, T, D, t, causal, &err);
+        if (!plan) fail_msg("cuDNN %s B=%d H=%d T=%d D=%d: %s", cuda_dtype_name(t), B, H, T, D, err.msg);
+        size_t bytes = cuda_attention_cudnn_workspace(plan);
+        ws = bytes ? cudaMallocCheck(bytes) : NULL;
+        for (int i = 0; i < 2; i++) cuda_attention_cudnn(plan, out_d, q_d, k_d, v_d, ws); // the second reuses the binding
+        cuda_attention_cudnn_free(plan);
     }
     float *got = to_host(out_d, n, t), *want = mallocCheck(n * 4);
     AttentionFullShape s = {B, H, T, D, causal};
@@ -386,6 +397,39 @@ static void test_attention_flash(void **state) {
     assert_false(cuda_attention_flash_supported(64, CUDA_FP32));
 }
 
+// What cuDNN's fused attention accepts is decided on the host: this runs without a device.
+static void test_attention_cudnn_support(void **state) {
+    (void)state;
+    char why[256];
+    if (!cuda_attention_cudnn_supported(64, CUDA_FP16, 0, why, sizeof why)) {
+        assert_non_null(strstr(why, "built without cuDNN")); // the stub says so for every shape
+        assert_false(cuda_attention_cudnn_supported(128, CUDA_BF16, 0, why, sizeof why));
+        return;
+    }
+    assert_true(cuda_attention_cudnn_supported(128, CUDA_BF16, 0, why, sizeof why));
+    assert_false(cuda_attention_cudnn_supported(64, CUDA_FP16, 1, why, sizeof why));
+    assert_non_null(strstr(why, "causal"));
+    assert_false(cuda_attention_cudnn_supported(64, CUDA_FP32, 0, why, sizeof why));
+    assert_false(cuda_attention_cudnn_supported(42, CUDA_FP16, 0, why, sizeof why));
+}
+
+static void test_attention_cudnn(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    char why[256];
+    if (!cuda_attention_cudnn_supported(64, CUDA_FP16, 0, why, sizeof why)) {
+        printf("test_cuda: cuDNN attention: %s\n", why);
+        skip();
+    }
+    int Ts[] = {1, 64, 200};
+    for (CudaDtype t = CUDA_FP16; t <= CUDA_BF16; t++)
+        for (int D = 64; D <= 128; D += 64)
+            for (int i = 0; i < 3; i++) check_full_attention(CUDNN, t, 2, 3, Ts[i], D, 0);
+    Error err;
+    assert_null(cuda_attention_cudnn_plan(1, 2, 64, 64, CUDA_FP16, 1, &err)); // causal: unsupported, and says so
+    assert_non_null(strstr(err.msg, "causal"));
+}
+
 static void test_attention_bench(void **state) {
     (void)state;
     REQUIRE_DEVICE();
@@ -407,6 +451,15 @@ static void test_attention_bench(void **state) {
     Error err;
     assert_int_equal(cuda_attention_bench(CUDA_ATTN_FLASH, &bad, 1, 3, 42, &r, &err), -1);
     assert_non_null(strstr(err.msg, "D=40"));
+    // cuDNN: not under the causal mask; without it, q, k, v, out and at least nothing more
+    assert_int_equal(cuda_attention_bench(CUDA_ATTN_CUDNN, &s, 1, 3, 42, &r, &err), -1);
+    char why[256];
+    if (cuda_attention_cudnn_supported(64, CUDA_FP16, 0, why, sizeof why)) {
+        s.causal = 0;
+        if (cuda_attention_bench(CUDA_ATTN_CUDNN, &s, 1, 3, 42, &r, &err)) fail_msg("%s", err.msg);
+        assert_true(r.max_rel_error <= 1e-2);
+        assert_true(r.peak_bytes >= io);
+    }
 }
 
 // ---- a whole model ----------------------------------------------------------------------------
@@ -602,7 +655,7 @@ static int setup(void **state) {
         cuda_device_name(name, sizeof name);
         printf("test_cuda: device %s\n", name);
     } else {
-        printf("test_cuda: no usable CUDA device (%s): every test is skipped\n", g_why);
+        printf("test_cuda: no usable CUDA device (%s): every test that needs one is skipped\n", g_why);
     }
     return 0;
 }
@@ -620,7 +673,8 @@ int main(void) {
         cmocka_unit_test(test_rope),            cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_argmax),          cmocka_unit_test(test_convert),
         cmocka_unit_test(test_attention_rows),  cmocka_unit_test(test_attention_naive),
-        cmocka_unit_test(test_attention_flash), cmocka_unit_test(test_attention_bench),
+        cmocka_unit_test(test_attention_flash), cmocka_unit_test(test_attention_cudnn_support),
+        cmocka_unit_test(test_attention_cudnn), cmocka_unit_test(test_attention_bench),
         cmocka_unit_test(test_model_decode),
     };
     return cmocka_run_group_tests_name("cuda", tests, setup, teardown);

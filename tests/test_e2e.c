@@ -1,6 +1,8 @@
 // test_e2e.c: the whole pipeline, end to end: `make report PROFILE=quick OUT=<tmp>` must
 // leave every CSV with its header and row count, and a PDF whose text holds each section
-// and numbers taken from the CSVs; a second run of the experiments with the same seeds must
+// and numbers taken from the CSVs; every measured row must name its backend (cpu; cuda too
+// where the report ran on a GPU), and without a GPU every --backend cuda run must end "not
+// run" (exit 2) and write nothing; a second run of the experiments with the same seeds must
 // reproduce every non-timing column exactly.
 // Run from the repository root: make test (it sets INFERLAB_ROOT); takes a minute or two.
 #include <setjmp.h>
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "common.h"
 #include "csv.h"
@@ -110,12 +113,12 @@ static const struct {
     const char *file, *header;
     int rows;
 } EXPECTED[] = {
-    {"kv_cache_runs.csv", "prompt_len,gen_len,mode,prefill_ms,decode_ms_median,decode_ms_p10,decode_ms_p90,"
+    {"kv_cache_runs.csv", "backend,prompt_len,gen_len,mode,prefill_ms,decode_ms_median,decode_ms_p10,decode_ms_p90,"
                           "total_ms_median,total_ms_p10,total_ms_p90,reps,timed_steps,flops", 14},
-    {"kv_cache_speedup.csv", "prompt_len,gen_len,setting,speedup,flop_ratio", 7},
-    {"kv_cache_steps.csv", "mode,position,step_ms", 1023 + 61},
-    {"kv_cache_memory.csv", "n_layers,n_kv_heads,head_dim,context_len,element_bytes,cache_bytes,allocated_bytes,"
-                            "formula_bytes", 15},
+    {"kv_cache_speedup.csv", "backend,prompt_len,gen_len,setting,speedup,flop_ratio", 7},
+    {"kv_cache_steps.csv", "backend,mode,position,step_ms", 1023 + 61},
+    {"kv_cache_memory.csv", "backend,n_layers,n_kv_heads,head_dim,context_len,element_bytes,cache_bytes,"
+                            "allocated_bytes,formula_bytes", 15},
     {"sampling_temperature.csv", "temperature,positions,entropy_nats_mean,entropy_nats_p10,entropy_nats_p90,"
                                  "uniform_entropy_nats,heldout_nll_nats,prompts,gen_tokens,gen_words,distinct_1,"
                                  "distinct_2,repeat_4gram_rate,drift_word_frac,gen_nll_nats", 21},
@@ -124,8 +127,9 @@ static const struct {
     {"sampling_penalty.csv", "decoding,temperature,repetition_penalty,prompts,gen_tokens,gen_words,distinct_1,"
                              "distinct_2,repeat_4gram_rate,drift_word_frac,gen_nll_nats", 22},
     {"sampling_samples.csv", "setting,temperature,top_k,top_p,repetition_penalty,seed,tokens,prompt,text", 7},
-    {"attention_kernels.csv", "seq_len,causal,impl,batch,heads,head_dim,threads,reps,time_ms_median,time_ms_p10,"
-                              "time_ms_p90,gflop_s,work_bytes,io_bytes,max_abs_err", 8},
+    {"attention_kernels.csv", "backend,seq_len,causal,impl,batch,heads,head_dim,threads,reps,time_ms_median,"
+                              "time_ms_p10,time_ms_p90,gflop_s,work_bytes,io_bytes,max_abs_err", 8},
+    {"sgemm_peak.csv", "backend,n,threads,reps,time_ms_median,time_ms_p10,time_ms_p90,gflop_s,gflop_s_best", 1},
     {"hardware_budget.csv", NULL, 144},
     {"roofline.csv", NULL, 43},
 };
@@ -147,6 +151,61 @@ static void test_csv_headers_and_rows(void **state) {
             fail_msg("%s: %d rows, want %d", EXPECTED[i].file, c.n_rows - 1, EXPECTED[i].rows);
         free_csv(&c);
     }
+}
+
+// Every row of the CSVs an experiment measured on one backend names it in its first column.
+static const char *CPU_CSVS[] = {"kv_cache_runs.csv", "kv_cache_speedup.csv", "kv_cache_steps.csv",
+                                 "kv_cache_memory.csv", "attention_kernels.csv", "sgemm_peak.csv",
+                                 "hardware_measured.csv"};
+static const char *CUDA_CSVS[] = {"kv_cache_runs_cuda.csv", "kv_cache_speedup_cuda.csv", "kv_cache_steps_cuda.csv",
+                                  "kv_cache_memory_cuda.csv", "cuda_attention.csv", "cuda_gemm.csv",
+                                  "hardware_measured_cuda.csv"};
+// Computed from the GPU's measurements, like their CPU twins: no backend column.
+static const char *CUDA_DERIVED_CSVS[] = {"hardware_cuda.csv", "hardware_budget_cuda.csv", "roofline_cuda.csv"};
+
+static void check_backend_column(const char *dir, const char *file, const char *backend) {
+    Csv c = read_csv(dir, file);
+    if (strcmp(c.cells[0][0], "backend") != 0) fail_msg("%s: first column '%s', want backend", file, c.cells[0][0]);
+    if (c.n_rows < 2) fail_msg("%s: no rows", file);
+    for (int r = 1; r < c.n_rows; r++)
+        if (strcmp(c.cells[r][0], backend) != 0) fail_msg("%s row %d: backend '%s', want %s", file, r, c.cells[r][0], backend);
+    free_csv(&c);
+}
+
+static int exists(const char *dir, const char *file) {
+    char path[1300];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "r");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+// The CPU rows say cpu. Where the report ran on a GPU its CUDA CSVs say cuda; elsewhere every
+// --backend cuda run must end "not run" (exit 2) without writing a CSV.
+static void test_backend_column(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof CPU_CSVS / sizeof CPU_CSVS[0]; i++) check_backend_column(out_dir, CPU_CSVS[i], "cpu");
+    if (exists(out_dir, "kv_cache_runs_cuda.csv")) {
+        for (size_t i = 0; i < sizeof CUDA_CSVS / sizeof CUDA_CSVS[0]; i++)
+            check_backend_column(out_dir, CUDA_CSVS[i], "cuda");
+        return;
+    }
+    char dir[300], cmd[4096];
+    snprintf(dir, sizeof dir, "%s/nocuda", again_dir);
+    const char *programs[] = {"kv_cache --model out/models/quick/target.gguf", "attention_kernels",
+                              "hardware_budget --model out/models/quick/target.gguf"};
+    for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++) {
+        snprintf(cmd, sizeof cmd, "cd %s && %s/%s --backend cuda --profile quick --out %s 2>/dev/null", root, bin,
+                 programs[i], dir);
+        int status = system(cmd);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 2)
+            fail_msg("%s --backend cuda without a device: exit status %d, want 2", programs[i],
+                     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    }
+    for (size_t i = 0; i < sizeof CUDA_CSVS / sizeof CUDA_CSVS[0]; i++)
+        if (exists(dir, CUDA_CSVS[i])) fail_msg("%s was written by a run that did not happen", CUDA_CSVS[i]);
+    for (size_t i = 0; i < sizeof CUDA_DERIVED_CSVS / sizeof CUDA_DERIVED_CSVS[0]; i++)
+        if (exists(dir, CUDA_DERIVED_CSVS[i])) fail_msg("%s was written by a run that did not happen", CUDA_DERIVED_CSVS[i]);
 }
 
 static char *pdf_text(const char *pdf) {
@@ -189,15 +248,17 @@ static void test_pdf_text(void **state) {
 static const struct {
     const char *file, *columns;
 } DETERMINISTIC[] = {
-    {"kv_cache_runs.csv", "prompt_len,gen_len,mode,reps,timed_steps,flops"},
-    {"kv_cache_speedup.csv", "prompt_len,gen_len,setting,flop_ratio"},
-    {"kv_cache_steps.csv", "mode,position"},
-    {"kv_cache_memory.csv", "n_layers,n_kv_heads,head_dim,context_len,element_bytes,cache_bytes,formula_bytes"},
+    {"kv_cache_runs.csv", "backend,prompt_len,gen_len,mode,reps,timed_steps,flops"},
+    {"kv_cache_speedup.csv", "backend,prompt_len,gen_len,setting,flop_ratio"},
+    {"kv_cache_steps.csv", "backend,mode,position"},
+    {"kv_cache_memory.csv", "backend,n_layers,n_kv_heads,head_dim,context_len,element_bytes,cache_bytes,"
+                            "formula_bytes"},
     {"sampling_temperature.csv", "*"},
     {"sampling_filters.csv", "*"},
     {"sampling_penalty.csv", "*"},
     {"sampling_samples.csv", "*"},
-    {"attention_kernels.csv", "seq_len,causal,impl,batch,heads,head_dim,threads,work_bytes,io_bytes,max_abs_err"},
+    {"attention_kernels.csv",
+     "backend,seq_len,causal,impl,batch,heads,head_dim,threads,work_bytes,io_bytes,max_abs_err"},
 };
 
 static void compare_columns(const char *file, const char *columns) {
@@ -236,6 +297,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_csv_headers_and_rows),
         cmocka_unit_test(test_pdf_text),
+        cmocka_unit_test(test_backend_column),
         cmocka_unit_test(test_non_timing_columns_reproduce),
     };
     return cmocka_run_group_tests_name("e2e", tests, setup, teardown);

@@ -9,6 +9,10 @@
 // activations are rounded to that type just before each matmul). Norm gains, activations,
 // the residual stream, the KV cache and the logits stay fp32.
 //
+// Logits requested on the host are copied with a blocking cudaMemcpy, which waits for the
+// forward's kernels: wall-clock time around a call that returns host logits covers its GPU
+// work (experiments/kv_cache.c and hardware_budget.c time it that way).
+//
 // Available only when built with CUDA (INFERLAB_CUDA); callers guard their use.
 //
 //   CudaModel gm; cuda_model_upload(&gm, &model, GEMM_BF16);

@@ -14,30 +14,57 @@ extern "C" {
 // Query rows compared with the reference: a spread over (b, h, t), first and last included.
 #define CHECK_ROWS 32
 
-static const char *IMPL_NAMES[] = {"naive", "flash"};
+static const char *IMPL_NAMES[] = {"naive", "flash", "cudnn"};
 
 const char *cuda_attn_impl_name(CudaAttnImpl impl) {
-    return impl >= CUDA_ATTN_NAIVE && impl <= CUDA_ATTN_FLASH ? IMPL_NAMES[impl] : "?";
+    return impl >= CUDA_ATTN_NAIVE && impl < CUDA_ATTN_COUNT ? IMPL_NAMES[impl] : "?";
 }
 
 typedef struct {
     CudaAttnImpl impl;
     CudaAttnShape s;
     void *q, *k, *v, *out, *workspace;
+    CudnnAttention *plan; // cuDNN's execution plan for the shape
 } AttnRun;
 
 static void attn_call(void *ctx) {
     AttnRun *a = (AttnRun *)ctx;
     const CudaAttnShape *s = &a->s;
-    if (a->impl == CUDA_ATTN_NAIVE)
+    switch (a->impl) {
+    case CUDA_ATTN_NAIVE:
         cuda_attention_naive(a->out, a->q, a->k, a->v, a->workspace, s->B, s->H, s->T, s->D, s->dtype, s->causal);
-    else
-        cuda_attention_flash(a->out, a->q, a->k, a->v, s->B, s->H, s->T, s->D, s->dtype, s->causal);
+        break;
+    case CUDA_ATTN_FLASH: cuda_attention_flash(a->out, a->q, a->k, a->v, s->B, s->H, s->T, s->D, s->dtype, s->causal); break;
+    default: cuda_attention_cudnn(a->plan, a->out, a->q, a->k, a->v, a->workspace);
+    }
 }
 
 static void attn_free(AttnRun *a) {
     void *bufs[] = {a->q, a->k, a->v, a->out, a->workspace};
     for (int i = 0; i < 5; i++) cuda_free(bufs[i]);
+    cuda_attention_cudnn_free(a->plan);
+}
+
+// Workspace bytes of the implementation at this shape; for cuDNN, its plan is built first
+// (into a->plan). -1 with err set when the implementation cannot run the shape.
+static int workspace_bytes(AttnRun *a, size_t *bytes, Error *err) {
+    const CudaAttnShape *s = &a->s;
+    char why[256];
+    *bytes = 0;
+    switch (a->impl) {
+    case CUDA_ATTN_NAIVE: *bytes = cuda_attention_naive_workspace(s->B, s->H, s->T, s->dtype); return 0;
+    case CUDA_ATTN_FLASH:
+        if (cuda_attention_flash_supported(s->D, s->dtype)) return 0;
+        return error_set(err, "flash: %s with D=%d not supported (fp16 or bf16, D = 64 or 128)",
+                         cuda_dtype_name(s->dtype), s->D);
+    case CUDA_ATTN_CUDNN:
+        if (!cuda_attention_cudnn_supported(s->D, s->dtype, s->causal, why, sizeof why))
+            return error_set(err, "cudnn: %s", why);
+        if (!(a->plan = cuda_attention_cudnn_plan(s->B, s->H, s->T, s->D, s->dtype, s->causal, err))) return -1;
+        *bytes = cuda_attention_cudnn_workspace(a->plan);
+        return 0;
+    default: return error_set(err, "attention bench: unknown implementation %d", (int)a->impl);
+    }
 }
 
 // A device tensor of n elements of type t, as host floats.
@@ -101,17 +128,16 @@ int cuda_attention_bench(CudaAttnImpl impl, const CudaAttnShape *s, int warmup, 
     if (s->B < 1 || s->H < 1 || s->T < 1 || s->D < 1 || reps < 1 || warmup < 0)
         return error_set(err, "attention bench: bad shape B=%d H=%d T=%d D=%d or reps %d", s->B, s->H, s->T, s->D,
                          reps);
-    if (impl == CUDA_ATTN_FLASH && !cuda_attention_flash_supported(s->D, s->dtype))
-        return error_set(err, "flash: %s with D=%d not supported (fp16 or bf16, D = 64 or 128)",
-                         cuda_dtype_name(s->dtype), s->D);
-    AttnRun a = {impl, *s, NULL, NULL, NULL, NULL, NULL};
-    size_t n = (size_t)s->B * s->H * s->T * s->D, bytes = n * cuda_dtype_size(s->dtype);
-    size_t ws = impl == CUDA_ATTN_NAIVE ? cuda_attention_naive_workspace(s->B, s->H, s->T, s->dtype) : 0;
+    AttnRun a = {impl, *s, NULL, NULL, NULL, NULL, NULL, NULL};
+    size_t n = (size_t)s->B * s->H * s->T * s->D, bytes = n * cuda_dtype_size(s->dtype), ws;
+    if (workspace_bytes(&a, &ws, err) != 0) return -1;
     size_t free_bytes, total_bytes;
     cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));
-    if (4 * bytes + ws > free_bytes)
+    if (4 * bytes + ws > free_bytes) {
+        attn_free(&a);
         return error_set(err, "%s at T=%d needs %.2f GiB of device memory; %.2f GiB free", cuda_attn_impl_name(impl),
                          s->T, (4 * bytes + ws) / 1073741824.0, free_bytes / 1073741824.0);
+    }
 
     cuda_reset_peak();
     size_t before = cuda_allocated_bytes();

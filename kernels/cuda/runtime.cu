@@ -84,13 +84,24 @@ cublasHandle_t cuda_cublas(void) {
     return g_cublas;
 }
 
-void cuda_device_name(char *buf, size_t len) {
+void cuda_device_info(CudaDeviceInfo *info) {
     int dev;
     cudaDeviceProp p;
     cudaCheck(cudaGetDevice(&dev));
     cudaCheck(cudaGetDeviceProperties(&p, dev));
-    snprintf(buf, len, "%s, sm_%d%d, %d SMs, %.1f GiB", p.name, p.major, p.minor, p.multiProcessorCount,
-             p.totalGlobalMem / 1073741824.0);
+    snprintf(info->name, sizeof info->name, "%s", p.name);
+    info->memory_bytes = p.totalGlobalMem;
+    info->l2_bytes = (size_t)p.l2CacheSize;
+    info->sm_count = p.multiProcessorCount;
+    info->major = p.major;
+    info->minor = p.minor;
+}
+
+void cuda_device_name(char *buf, size_t len) {
+    CudaDeviceInfo d;
+    cuda_device_info(&d);
+    snprintf(buf, len, "%s, sm_%d%d, %d SMs, %.1f GiB", d.name, d.major, d.minor, d.sm_count,
+             d.memory_bytes / 1073741824.0);
 }
 
 // ---- tracking allocator -------------------------------------------------------------------------

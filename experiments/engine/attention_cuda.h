@@ -1,0 +1,59 @@
+// attention_cuda.h: the GPU half of project 15 (experiments/engine/attention_cuda.c), shared
+// by `bin/attention_kernels --backend cuda` (the experiment, run by `make report` on a
+// machine with a GPU) and `bin/cuda_bench` (`make gpu-check`, which adds a summary table).
+//
+// Full-sequence attention, naive (cuBLAS GEMMs around a softmax kernel, the (B, H, T, T)
+// scores and probabilities materialised) against our flash kernel and cuDNN's fused SDPA,
+// through cuda_attention_bench (kernels_cuda.h): at the seeds' shape B=4 H=12 T=2048 D=64 in
+// fp16 (without and with the causal mask), in bf16 and at D=128, then fp16 T sweeps from 512
+// to max_t, without and with the mask. A point an implementation cannot run (cuDNN under a
+// causal mask, a naive matrix that does not fit) is left out of the CSV and reported on
+// stderr. Then the cuBLAS matmul rate in fp32, tf32, fp16 and bf16: the card's measured
+// ceiling for the attention kernels' TFLOP/s. Writes under out_dir:
+//   cuda_attention.csv  backend, impl, dtype, causal, batch, heads, seq_len, head_dim -> times, TFLOP/s, memory, error
+//   cuda_gemm.csv       backend, mode, m, n, k -> times, TFLOP/s
+// and merges cuda_device (and profile) into meta.csv. Available only when built with CUDA
+// (INFERLAB_CUDA).
+//
+//   CudaAttentionRun run;
+//   char why[256];
+//   if (cuda_attention_experiment("out/x", "quick", 0, &run, why, sizeof why) == 2) { not run: why }
+//   ... run.attn[i] ...
+//   cuda_attention_run_free(&run);
+#pragma once
+
+#ifdef INFERLAB_CUDA
+
+#include "kernels_cuda.h"
+
+typedef struct {
+    CudaAttnShape s;
+    int seeds; // one of the seeds' comparisons at T = 2048 (summarised first)
+} CudaAttnPoint;
+
+typedef struct {
+    CudaAttnPoint p;
+    CudaAttnImpl impl;
+    int ok; // 0: the implementation could not run this point
+    CudaAttnResult r;
+} CudaAttnMeasured;
+
+typedef struct {
+    char device[256];                 // cuda_device_name
+    int gemm_size;                    // side of the square matmuls
+    double gemm_tflops[GEMM_BF16 + 1]; // by GemmMode
+    CudaAttnMeasured *attn;           // point-major: point i's implementation j at i * CUDA_ATTN_COUNT + j
+    int n_attn;
+} CudaAttentionRun;
+
+// The sweep's points (at most max) for a longest sequence max_t; returns their number.
+int cuda_attention_points(CudaAttnPoint *out, int max, int max_t);
+
+// Measure everything above and write the CSVs; max_t 0 is the profile's (16384, quick 4096).
+// Returns 0, or 2 when no device can be used (why says so; nothing is written). Calls
+// cuda_init and cuda_shutdown itself.
+int cuda_attention_experiment(const char *out_dir, const char *profile, int max_t, CudaAttentionRun *run,
+                              char *why, size_t why_len);
+void cuda_attention_run_free(CudaAttentionRun *run);
+
+#endif // INFERLAB_CUDA
