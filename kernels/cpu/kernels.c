@@ -1,6 +1,7 @@
 // kernels.c: CPU kernels for the transformer's pointwise and matrix ops (see kernels.h).
-// Matmuls go through OpenBLAS; the rest are plain loops that gcc vectorises, split
-// across threads with OpenMP where a call carries enough rows to pay for it.
+// Matmuls of many rows go through OpenBLAS's sgemm; a single row (a decode step) through
+// our own row-streaming matrix-vector product; the rest are plain loops that gcc vectorises,
+// split across threads with OpenMP where a call carries enough rows to pay for it.
 #include "kernels.h"
 
 #include <cblas.h>
