@@ -18,8 +18,15 @@ BIN      := $(if $(filter 1,$(SANITIZE)),$(BUILD)/bin,bin)
 DEB_PACKAGES := build-essential pkg-config libopenblas-openmp-dev libcairo2-dev libhpdf-dev \
                 libcmocka-dev bible-kjv fonts-dejavu-core poppler-utils gzip bzip2 xz-utils
 
-INCLUDES := -Ikernels -Iexperiments/engine -Irender
-CFLAGS   := -std=c11 -D_GNU_SOURCE -O2 -fvect-cost-model=dynamic -march=native -fopenmp -Wall -Wextra -MMD -MP -g $(INCLUDES)
+# Each layer sees only its own headers and those below it (DESIGN.md, "Layout"), so an include
+# that points upward fails to compile: base <- kernels <- engine <- programs and tests; the
+# renderer sees only the base.
+BASE_INC   := -Ikernels/base
+KERNEL_INC := $(BASE_INC) -Ikernels
+ENGINE_INC := $(KERNEL_INC) -Iexperiments/engine
+RENDER_INC := $(BASE_INC) -Irender
+INCLUDES   := $(ENGINE_INC) -Irender
+CFLAGS   := -std=c11 -D_GNU_SOURCE -O2 -fvect-cost-model=dynamic -march=native -fopenmp -Wall -Wextra -MMD -MP -g
 ifeq ($(WERROR),1)
 CFLAGS   += -Werror
 endif
@@ -39,6 +46,7 @@ RENDER_CFLAGS := $(shell pkg-config --cflags cairo 2>/dev/null)
 RENDER_LIBS   := $(shell pkg-config --libs cairo 2>/dev/null) -lhpdf
 
 # --- sources ---------------------------------------------------------------------------
+BASE_SRC   := $(wildcard kernels/base/*.c)
 KERNEL_SRC := $(wildcard kernels/cpu/*.c)
 ENGINE_SRC := $(wildcard experiments/engine/*.c)
 RENDER_SRC := $(filter-out render/main.c,$(wildcard render/*.c))
@@ -47,6 +55,7 @@ TEST_SRC   := $(wildcard tests/test_*.c)
 CUDA_SRC   := $(if $(filter 1,$(CUDA)),$(wildcard kernels/cuda/*.cu))
 
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
+BASE_LIB   := $(BUILD)/libbase.a
 KERNEL_LIB := $(BUILD)/libkernels.a
 ENGINE_LIB := $(BUILD)/libengine.a
 RENDER_LIB := $(BUILD)/librender.a
@@ -55,7 +64,7 @@ CUDA_LIB   := $(if $(CUDA_SRC),$(BUILD)/libkernels_cuda.a)
 ifneq ($(CUDA_SRC),)
 NVCC       ?= nvcc
 CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC)))
-NVCCFLAGS  := -O3 -std=c++17 -Ikernels -Iexperiments/engine \
+NVCCFLAGS  := -O3 -std=c++17 $(KERNEL_INC) \
               -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
               -gencode arch=compute_90,code=compute_90 -Xcompiler -Wall,-Wextra -MMD -MP
 CFLAGS     += -DINFERLAB_CUDA -I$(CUDA_HOME)/include
@@ -71,16 +80,20 @@ endif
 
 # meta.csv records the flags the lab was built with
 HW_CFLAGS := $(filter-out -I% -M% -MP,$(CFLAGS))
+
+# The build remembers its configuration: when the compilers, their flags or the libraries
+# differ from the last build's (CUDA=0/1, SANITIZE, WERROR, CC...), every object rebuilds.
+BUILD_CONFIG := $(CC) $(CFLAGS) | $(NVCC) $(NVCCFLAGS) | $(LDFLAGS) $(LDLIBS) $(RENDER_LIBS)
+CONFIG_STAMP := $(BUILD)/config.stamp
 $(BUILD)/experiments/engine/hw.o: CFLAGS += -DINFERLAB_CFLAGS='"$(HW_CFLAGS)"'
 
 PROGRAMS := $(patsubst experiments/%.c,$(BIN)/%,$(PROG_SRC)) $(if $(wildcard render/main.c),$(BIN)/render)
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
-LIBS     := $(ENGINE_LIB) $(KERNEL_LIB) $(CUDA_LIB)
+# Link order is layer order, top first: each library uses only those after it.
+LIBS     := $(ENGINE_LIB) $(CUDA_LIB) $(KERNEL_LIB) $(BASE_LIB)
+LINK_LIBS = $(filter %.a,$^)
 
-# Libraries link as a group: kernels use the engine's checked-call helpers (common.c).
-LINK_GROUP = -Wl,--start-group $(filter %.a,$^) -Wl,--end-group
-
-.PHONY: all deps test report models compare gpu-check clean distclean help
+.PHONY: all deps test report models compare gpu-check clean distclean help FORCE
 .SECONDARY:
 .DEFAULT_GOAL := all
 
@@ -103,41 +116,55 @@ deps:
 	fi
 
 # --- build ------------------------------------------------------------------------------
-$(BUILD)/%.o: %.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(if $(filter render/% tests/test_render%,$<),$(RENDER_CFLAGS)) -c $< -o $@
+$(CONFIG_STAMP): FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(BUILD_CONFIG)' | cmp -s - $@ || echo '$(BUILD_CONFIG)' > $@
 
-$(BUILD)/%.o: %.cu
+$(BUILD)/kernels/%.o: INC := $(KERNEL_INC)
+$(BUILD)/kernels/base/%.o: INC := $(BASE_INC)
+$(BUILD)/experiments/engine/%.o: INC := $(ENGINE_INC)
+$(BUILD)/render/%.o: INC := $(RENDER_INC) $(RENDER_CFLAGS)
+$(BUILD)/tests/test_render%.o: INC := $(INCLUDES) $(RENDER_CFLAGS)
+
+$(BUILD)/%.o: %.c $(CONFIG_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(or $(INC),$(INCLUDES)) -c $< -o $@
+
+$(BUILD)/%.o: %.cu $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
+$(BASE_LIB): $(call obj,$(BASE_SRC))
+	@mkdir -p $(dir $@)
+	rm -f $@ && $(AR) rcs $@ $^
 $(KERNEL_LIB): $(call obj,$(KERNEL_SRC))
 	@mkdir -p $(dir $@)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 $(ENGINE_LIB): $(call obj,$(ENGINE_SRC))
 	@mkdir -p $(dir $@)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 $(RENDER_LIB): $(call obj,$(RENDER_SRC))
 	@mkdir -p $(dir $@)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 $(BUILD)/libkernels_cuda.a: $(patsubst %.cu,$(BUILD)/%.o,$(CUDA_SRC))
 	@mkdir -p $(dir $@)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 
-$(BIN)/render: $(BUILD)/render/main.o $(RENDER_LIB) $(ENGINE_LIB)
+# The renderer reads CSV and templates only: it links the base, cairo and libharu, nothing else.
+$(BIN)/render: $(BUILD)/render/main.o $(RENDER_LIB) $(BASE_LIB)
 	@mkdir -p $(BIN)
-	$(CC) $(LDFLAGS) $< $(LINK_GROUP) -o $@ $(RENDER_LIBS) $(LDLIBS)
+	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(RENDER_LIBS) -lm
 
 $(BIN)/%: $(BUILD)/experiments/%.o $(LIBS)
 	@mkdir -p $(BIN)
-	$(CC) $(LDFLAGS) $< $(LINK_GROUP) -o $@ $(LDLIBS)
+	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(LDLIBS)
 
 # --- tests ------------------------------------------------------------------------------
 # Every tests/test_<module>.c is one cmocka binary; render tests also link the renderer.
 $(BUILD)/tests/test_render%: $(BUILD)/tests/test_render%.o $(RENDER_LIB) $(LIBS)
-	$(CC) $(LDFLAGS) $< $(LINK_GROUP) -o $@ $(RENDER_LIBS) $(LDLIBS) -lcmocka
+	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(RENDER_LIBS) $(LDLIBS) -lcmocka
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBS)
-	$(CC) $(LDFLAGS) $< $(LINK_GROUP) -o $@ $(LDLIBS) -lcmocka
+	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(LDLIBS) -lcmocka
 
 test: $(TESTS) $(PROGRAMS)
 	@failed=""; for t in $(TESTS); do \
@@ -176,7 +203,7 @@ models:
 	$(BIN)/train --profile $(PROFILE) --out $(MODELS_DIR)
 
 ifneq ($(OUT),)
-.PHONY: report-run FORCE
+.PHONY: report-run
 report-run: $(OUT)/report.pdf
 	@echo "report: $(OUT)/report.pdf"
 

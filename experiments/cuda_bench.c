@@ -39,7 +39,7 @@ static void print_summary(const CudaAttentionRun *run) {
         const CudaAttnMeasured *m = &run->attn[i];
         const CudaAttnShape *s = &m->p.s;
         printf("%-5s %2d %3d %6d %4d %-4s %6d", cuda_attn_impl_name(m->impl), s->B, s->H, s->T, s->D,
-               cuda_dtype_name(s->dtype), s->causal);
+               dtype_name(s->dtype), s->causal);
         if (!m->ok) {
             printf("   not run\n");
             continue;
@@ -57,7 +57,7 @@ static void print_summary(const CudaAttentionRun *run) {
             const CudaAttnMeasured *m = &run->attn[i + impl];
             if (naive->ok && m->ok)
                 printf("  %-5s T=%-6d D=%-4d %s causal=%d: %.1fx faster, %.1fx less memory\n",
-                       cuda_attn_impl_name(impl), s->T, s->D, cuda_dtype_name(s->dtype), s->causal,
+                       cuda_attn_impl_name(impl), s->T, s->D, dtype_name(s->dtype), s->causal,
                        naive->r.time.median_ms / m->r.time.median_ms, (double)naive->r.peak_bytes / m->r.peak_bytes);
         }
     }

@@ -16,8 +16,7 @@
 #include "common.h"
 #include "checkpoint.h"
 #include "kernels.h"
-#include "model.h"
-#include "sampler.h"
+#include "session.h"
 #include "tokenizer.h"
 
 typedef struct {
@@ -102,6 +101,28 @@ static Options parse_options(int argc, char **argv) {
     return o;
 }
 
+// Streams each generated token to stdout as it arrives; stops at an end token unless
+// --ignore-eos. llama2.c's stories delimit sequences with BOS, and run.c stops on it too.
+typedef struct {
+    const Tokenizer *tok;
+    const int *tokens; // the sequence so far, as session_generate appends to it
+    int n;             // tokens printed so far
+    bool ignore_eos;
+} Printer;
+
+static int print_token(void *ctx, int next) {
+    Printer *p = ctx;
+    const Tokenizer *tok = p->tok;
+    bool end = next == tok->eos_id || (tok->kind == TOKENIZER_LLAMA2C && next == tok->bos_id);
+    if (!p->ignore_eos && end) return 1;
+    size_t len;
+    const unsigned char *piece = tokenizer_piece(tok, p->tokens[p->n - 1], next, &len);
+    fwrite(piece, 1, len, stdout);
+    fflush(stdout);
+    p->n++;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     Options o = parse_options(argc, argv);
     kernels_set_threads(o.threads);
@@ -123,12 +144,10 @@ int main(int argc, char **argv) {
 
     Sampler sampler;
     if (sampler_init(&sampler, c->vocab_size, &o.sampling, &err) != 0) die("%s", err.msg);
-    KVCache cache;
-    RunState state;
-    kv_cache_alloc(&cache, c->n_layers, c->n_kv_heads, c->head_dim, capacity);
-    runstate_alloc(&state, c, n_prompt < 512 ? n_prompt : 512);
-    float *logits = mallocCheck((size_t)c->vocab_size * sizeof(float));
-    KVCache *caches[1] = {&cache};
+    Engine engine;
+    Session session;
+    engine_open(&engine, &model, ops_cpu(), DTYPE_F32, n_prompt < 512 ? n_prompt : 512, capacity);
+    session_open(&session, &engine, capacity);
 
     // Echo the prompt as the tokenizer reads it back, then stream the continuation.
     for (int i = 1; i < n_prompt; i++) {
@@ -137,32 +156,19 @@ int main(int argc, char **argv) {
         fwrite(piece, 1, len, stdout);
     }
     double t0 = now_seconds();
-    model_prefill(&model, &state, &cache, tokens, n_prompt, logits, 0);
+    if (session_prefill(&session, tokens, n_prompt, NULL, &err)) die("%s", err.msg);
     double t1 = now_seconds();
-    int n = n_prompt, generated = 0;
-    while (generated < o.n_tokens) {
-        int next = sampler_sample(&sampler, logits, tokens, n, &err);
-        if (next < 0) die("sampling at position %d: %s", n, err.msg);
-        // llama2.c's stories delimit sequences with BOS, and run.c stops on it too.
-        bool end = next == tok.eos_id || (tok.kind == TOKENIZER_LLAMA2C && next == tok.bos_id);
-        if (!o.ignore_eos && end) break;
-        size_t len;
-        const unsigned char *piece = tokenizer_piece(&tok, tokens[n - 1], next, &len);
-        fwrite(piece, 1, len, stdout);
-        fflush(stdout);
-        tokens[n++] = next;
-        generated++;
-        if (generated < o.n_tokens) model_decode(&model, &state, caches, &next, 1, logits);
-    }
+    Printer printer = {&tok, tokens, n_prompt, o.ignore_eos};
+    int generated = session_generate(&session, &sampler, tokens, n_prompt, o.n_tokens, print_token, &printer, &err);
+    if (generated < 0) die("sampling at position %d: %s", printer.n, err.msg);
     double t2 = now_seconds();
     putchar('\n');
     fprintf(stderr, "prompt: %d tokens, %.1f tok/s | decode: %d tokens, %.1f tok/s\n", n_prompt,
             n_prompt / (t1 - t0), generated, generated > 1 ? (generated - 1) / (t2 - t1) : 0.0);
 
-    free(logits);
     free(tokens);
-    runstate_free(&state);
-    kv_cache_free(&cache);
+    session_close(&session);
+    engine_close(&engine);
     sampler_free(&sampler);
     tokenizer_free(&tok);
     model_free(&model);

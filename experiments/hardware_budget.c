@@ -49,10 +49,13 @@
 #include "hw.h"
 #include "kernels.h"
 #include "meta.h"
-#include "model.h"
-#include "model_cuda.h"
 #include "peak.h"
 #include "rng.h"
+#include "session.h"
+
+#ifdef INFERLAB_CUDA
+#include "kernels_cuda.h"
+#endif
 
 #define DEFAULT_MODEL "out/models/target.gguf"
 #define DEFAULT_HARDWARE "templates/hardware.csv"
@@ -63,7 +66,7 @@
 // Llama-2 13B's batch-64 bf16 KV at its "about 32 GB" (64 x 610 x 819,200 B = 32.0 GB).
 enum { LARGE_BATCH = 64, PREFILL_TOKENS = 1024, DEFAULT_CONTEXT = 610, MAX_CONTEXTS = 4 };
 
-static const Dtype BUDGET_DTYPES[] = {DTYPE_BF16, DTYPE_INT8, DTYPE_INT4};
+static const NumFormat BUDGET_DTYPES[] = {NUM_BF16, NUM_INT8, NUM_INT4};
 static const int MLP_BATCHES[] = {1, 8, LARGE_BATCH};
 
 typedef struct {
@@ -185,7 +188,7 @@ typedef struct {
     HardwareSpec spec;      // this machine as the budget sees it
 } Measured;
 
-static const Precision FP32 = {DTYPE_FP32, DTYPE_FP32};
+static const Precision FP32 = {NUM_FP32, NUM_FP32};
 
 static const StreamResult *find_triad(const Measured *me, int threads) {
     for (int i = 0; i < me->n_stream; i++)
@@ -207,53 +210,49 @@ static void measure_stream(Measured *me, const Settings *st, int threads) {
 }
 
 typedef struct {
-    Model *m;
-    RunState *s;
-    KVCache *cache;
+    Session *s;
     int context;
-    float *logits;
 } DecodeCall;
 
 // One decode step that attends to `context` tokens: context - 1 cached ones and itself. The
-// cache is rewound each time, so every step sees the same context.
+// session is rolled back each time, so every step sees the same context.
 static void run_decode(void *ctx) {
     DecodeCall *d = ctx;
-    d->cache->len = d->context - 1;
-    int token = 1;
-    KVCache *caches[1] = {d->cache};
-    model_decode(d->m, d->s, caches, &token, 1, d->logits);
+    Error err;
+    session_truncate(d->s, d->context - 1);
+    if (session_decode(d->s, 1, &err)) die("hardware_budget: %s", err.msg); // logits to the host: waits for a device
 }
 
-// Decode at batch 1 for every context (those within the model's seq_len), on one thread and
-// then on all of them: the pair shows what the threads buy.
-static void measure_decode(Measured *me, LabModel *lab, const Settings *st, int threads) {
+// Decode at batch 1 for every context (those within the model's seq_len) on the backend ops,
+// once per thread count (CPU: one thread, then all of them, which shows what the threads
+// buy; GPU: threads 0, no thread setting).
+static void measure_decode(Measured *me, LabModel *lab, const Settings *st, const Ops *ops, const int *thread_counts,
+                           int n_thread_counts) {
     const Config *c = &lab->m.config;
     int contexts[MAX_CONTEXTS], n_contexts = 0;
     for (int i = 0; i < st->n_contexts; i++)
         if (st->contexts[i] <= c->seq_len) contexts[n_contexts++] = st->contexts[i];
     if (n_contexts == 0) contexts[n_contexts++] = c->seq_len;
     int max_context = contexts[n_contexts - 1];
-    // The cache's contents do not change the cost of a step: fill it with random values once.
-    KVCache cache;
-    kv_cache_alloc(&cache, c->n_layers, c->n_kv_heads, c->head_dim, max_context);
+    // The cache's contents do not change the cost of a step: fill it once from random tokens.
+    Engine engine;
+    Session s;
+    Error err;
+    engine_open(&engine, &lab->m, ops, DTYPE_F32, max_context, max_context); // fp32, as the budget's bytes count them
+    session_open(&s, &engine, max_context);
+    int *tokens = mallocCheck(max_context * sizeof(int));
     uint64_t rng = rng_seed(2);
-    size_t n = kv_cache_bytes(&cache) / (2 * sizeof(float));
-    for (size_t i = 0; i < n; i++) {
-        cache.key[i] = rng_normal(&rng);
-        cache.value[i] = rng_normal(&rng);
-    }
-    RunState s;
-    runstate_alloc(&s, c, 1);
-    float *logits = mallocCheck((size_t)c->vocab_size * sizeof(float));
-    int thread_counts[] = {1, threads};
-    for (int t = 0; t < (threads > 1 ? 2 : 1); t++) {
-        kernels_set_threads(thread_counts[t]);
+    for (int i = 0; i < max_context; i++) tokens[i] = (int)(rng_u64(&rng) % c->vocab_size);
+    if (session_prefill(&s, tokens, max_context, NULL, &err)) die("hardware_budget: %s", err.msg);
+    int threads = omp_get_max_threads();
+    for (int t = 0; t < n_thread_counts; t++) {
+        if (thread_counts[t] > 0) kernels_set_threads(thread_counts[t]);
         for (int i = 0; i < n_contexts; i++) {
             DecodePoint *p = &me->decode[me->n_decode++];
             p->threads = thread_counts[t];
             p->context = contexts[i];
-            cli_progress("hardware_budget: decode at context %d, %d thread(s)", p->context, p->threads);
-            DecodeCall call = {&lab->m, &s, &cache, p->context, logits};
+            cli_progress("hardware_budget: %s decode at context %d, %d thread(s)", ops->name, p->context, p->threads);
+            DecodeCall call = {&s, p->context};
             p->time = bench_run_budget(run_decode, &call, st->decode_warmup, st->decode_min_reps, st->decode_max_reps,
                                        st->decode_budget_s);
             p->bytes = budget_decode_bytes(&lab->shape, FP32, 1, p->context);
@@ -262,9 +261,9 @@ static void measure_decode(Measured *me, LabModel *lab, const Settings *st, int 
         }
     }
     kernels_set_threads(threads);
-    free(logits);
-    runstate_free(&s);
-    kv_cache_free(&cache);
+    free(tokens);
+    session_close(&s);
+    engine_close(&engine);
 }
 
 // This machine as a HardwareSpec: all-thread triad (best pass) and the sgemm peak (best call),
@@ -304,57 +303,6 @@ static StreamResult gpu_stream(StreamKernel k, size_t n, int reps) {
 
 static double gemm_flop_s(const GemmPeak *g, double ms) { return 2.0 * g->n * (double)g->n * g->n / (ms * 1e-3); }
 
-typedef struct {
-    CudaModel *g;
-    CudaRunState *s;
-    CudaKVCache *cache;
-    int context;
-    float *logits;
-} GpuDecodeCall;
-
-// run_decode's twin: one decode step on the GPU attending to `context` tokens.
-static void run_decode_gpu(void *ctx) {
-    GpuDecodeCall *d = ctx;
-    d->cache->len = d->context - 1;
-    int token = 1;
-    CudaKVCache *caches[1] = {d->cache};
-    cuda_model_decode(d->g, d->s, caches, &token, 1, d->logits); // copies the logits: waits for the device
-}
-
-static void measure_gpu_decode(Measured *me, LabModel *lab, const Settings *st) {
-    const Config *c = &lab->m.config;
-    int contexts[MAX_CONTEXTS], n_contexts = 0;
-    for (int i = 0; i < st->n_contexts; i++)
-        if (st->contexts[i] <= c->seq_len) contexts[n_contexts++] = st->contexts[i];
-    if (n_contexts == 0) contexts[n_contexts++] = c->seq_len;
-    CudaModel g;
-    cuda_model_upload(&g, &lab->m, GEMM_FP32); // fp32, as the budget's bytes count them
-    CudaRunState s;
-    cuda_runstate_alloc(&s, c, 1);
-    CudaKVCache cache;
-    cuda_kv_cache_alloc(&cache, c->n_layers, c->n_kv_heads, c->head_dim, contexts[n_contexts - 1]);
-    size_t n = cuda_kv_cache_bytes(&cache) / (2 * sizeof(float));
-    cuda_fill_normal(cache.key, CUDA_FP32, n, 1.0f, 2);
-    cuda_fill_normal(cache.value, CUDA_FP32, n, 1.0f, 3);
-    float *logits = mallocCheck((size_t)c->vocab_size * sizeof(float));
-    for (int i = 0; i < n_contexts; i++) {
-        DecodePoint *p = &me->decode[me->n_decode++];
-        p->threads = 0;
-        p->context = contexts[i];
-        cli_progress("hardware_budget: GPU decode at context %d", p->context);
-        GpuDecodeCall call = {&g, &s, &cache, p->context, logits};
-        p->time = bench_run_budget(run_decode_gpu, &call, st->decode_warmup, st->decode_min_reps, st->decode_max_reps,
-                                   st->decode_budget_s);
-        p->bytes = budget_decode_bytes(&lab->shape, FP32, 1, p->context);
-        p->flops = budget_decode_flops(&lab->shape, 1, p->context);
-        p->bandwidth_bytes_s = find_triad(me, 0)->gb_s_best * 1e9;
-    }
-    free(logits);
-    cuda_kv_cache_free(&cache);
-    cuda_runstate_free(&s);
-    cuda_model_free(&g);
-}
-
 // Bandwidth, matmul peaks, the GPU as a HardwareSpec, then our decode's MBU on it.
 static void measure_gpu(Measured *me, LabModel *lab, const Settings *st) {
     CudaDeviceInfo dev;
@@ -389,7 +337,8 @@ static void measure_gpu(Measured *me, LabModel *lab, const Settings *st) {
              dev.name, dev.major, dev.minor, dev.sm_count, triad->time.reps, triad->n * sizeof(double),
              me->gemm[0].n, me->gemm[0].time.reps);
     me->roof_threads = 0;
-    measure_gpu_decode(me, lab, st);
+    static const int on_device[] = {0};
+    measure_decode(me, lab, st, ops_cuda(), on_device, 1);
 }
 #endif
 
@@ -515,12 +464,12 @@ static void write_budget(const char *dir, Backend b, const ModelShape *models, i
             for (int j = 0; j < n_hw; j++) {
                 const ModelShape *m = &models[i];
                 const HardwareSpec *h = &hws[j];
-                Precision p = {BUDGET_DTYPES[d], DTYPE_BF16};
+                Precision p = {BUDGET_DTYPES[d], NUM_BF16};
                 Budget b = budget_compute(m, h, p, context, LARGE_BATCH, PREFILL_TOKENS);
                 char name[160], hw_name[160], notes[512], quoted[1100];
                 budget_notes(notes, sizeof notes, m, h, &b, context);
                 csv_row(&w, "%s,%s,%s,%s,%d,%.6g,%.6g,%.6g,%.6g,%s,%.6g,%s,%.6g,%s,%.6g,%.6g,%s,%.6g,%.6g,%.6g,%s",
-                        csv_quote(name, sizeof name, m->name), dtype_name(p.weights), dtype_name(p.act),
+                        csv_quote(name, sizeof name, m->name), num_format_name(p.weights), num_format_name(p.act),
                         csv_quote(hw_name, sizeof hw_name, h->name), context, b.weight_bytes * 1e-9,
                         b.kv_bytes_per_token, b.kv_tokens_fit, b.kv_bytes_large * 1e-9, b.fits_large ? "yes" : "no",
                         b.decode_1.time_s * 1e3, bound_name(&b.decode_1), b.decode_large.time_s * 1e3,
@@ -540,8 +489,8 @@ static void roofline_row(CsvWriter *w, const HardwareSpec *h, const ModelShape *
     if (context >= 0) snprintf(context_text, sizeof context_text, "%d", context);
     if (achieved_flop_s >= 0) snprintf(achieved, sizeof achieved, "%.6g", achieved_flop_s);
     csv_row(w, "%s,%s,%s,%s,%s,%d,%s,%.6g,%.6g,%.6g,%.6g,%s,%.6g,%.6g,%.6g,%s",
-            csv_quote(hw_name, sizeof hw_name, h->name), csv_quote(name, sizeof name, m->name), dtype_name(p.weights),
-            dtype_name(p.act), point, batch, context_text, flops, bytes, r.intensity, r.attainable_flop_s, achieved,
+            csv_quote(hw_name, sizeof hw_name, h->name), csv_quote(name, sizeof name, m->name), num_format_name(p.weights),
+            num_format_name(p.act), point, batch, context_text, flops, bytes, r.intensity, r.attainable_flop_s, achieved,
             budget_peak_flop_s(h, p), h->bandwidth_bytes_s, budget_ridge(h, p), bound_name(&r));
 }
 
@@ -569,7 +518,7 @@ static void write_roofline(const char *dir, const HardwareSpec *hws, int n_hw, c
     CsvWriter w = csv_open(path, "hardware,model,weight_dtype,act_dtype,point,batch,context_len,flops,bytes,"
                                  "intensity_flop_per_byte,attainable_flop_s,achieved_flop_s,peak_flop_s,"
                                  "bandwidth_bytes_s,ridge_flop_per_byte,bound");
-    Precision bf16 = {DTYPE_BF16, DTYPE_BF16};
+    Precision bf16 = {NUM_BF16, NUM_BF16};
     for (int j = 0; j < n_hw; j++) roofline_points(&w, &hws[j], roof_model, bf16, context);
     // Our own model as it runs here (fp32), predicted and measured side by side.
     int lab_context = context < lab->shape.max_context ? context : lab->shape.max_context;
@@ -661,7 +610,8 @@ int main(int argc, char **argv) {
         me.sgemm = peak_sgemm(st.sgemm_n, st.sgemm_min_reps, st.sgemm_max_reps, st.sgemm_budget_s, 1);
         describe_machine(&me, &hw, threads);
         me.roof_threads = threads;
-        measure_decode(&me, &lab, &st, threads);
+        int thread_counts[] = {1, threads};
+        measure_decode(&me, &lab, &st, ops_cpu(), thread_counts, threads > 1 ? 2 : 1);
         // The budget covers the datasheets and this machine; the roofline model is drawn on the datasheets.
         n_hw = n_datasheets + 1;
         n_roof = n_datasheets;

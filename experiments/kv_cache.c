@@ -8,20 +8,20 @@
 // steps cost a forward pass over the whole sequence so far; in long generations every
 // stride-th of them is timed (column timed_steps) and the total interpolates between them.
 //
-// --backend cuda runs the same measurements on the GPU (engine/model_cuda.h): fp32 weights
-// (so it computes what the CPU computes, to rounding), the KV cache in device memory, logits
-// copied back to the host after every step (the copy waits for the device, so wall-clock
-// time around a step covers its GPU work, as the CPU's covers its own). Without the cache,
-// each step re-runs the prefill on a device cache allocated once and reset, where the CPU
-// allocates its scratch cache inside the step; the memory table counts the device bytes
-// the tracking allocator hands out. Exits 2 ("not run") when no CUDA device can be used.
+// --backend cuda runs the same measurements through the same engine on the GPU's ops table:
+// fp32 weights (so it computes what the CPU computes, to rounding), the KV cache in device
+// memory, logits copied back to the host after every step (the copy waits for the device,
+// so wall-clock time around a step covers its GPU work, as the CPU's covers its own).
+// Without the cache, each step re-runs the prefill on a scratch session emptied first, on
+// both backends; the memory table counts the bytes the backend's allocator hands out (the
+// C heap's, or the device's tracking allocator's). Exits 2 ("not run") when no CUDA device
+// can be used.
 //
 // Writes under --out, every row starting with the backend (cpu, or cuda into *_cuda.csv):
 //   kv_cache_runs.csv    backend, prompt_len, gen_len, mode -> prefill, per-token decode, total times
 //   kv_cache_speedup.csv backend, prompt_len, gen_len (setting "P+G") -> measured speed-up and the theoretical FLOP ratio
 //   kv_cache_steps.csv   backend, mode, position -> latency of each decode step (the longest setting)
 //   kv_cache_memory.csv  backend, n_layers, n_kv_heads, context_len -> measured vs formula bytes
-#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,9 +32,12 @@
 #include "csv.h"
 #include "kernels.h"
 #include "meta.h"
-#include "model.h"
-#include "model_cuda.h"
 #include "rng.h"
+#include "session.h"
+
+#ifdef INFERLAB_CUDA
+#include "kernels_cuda.h"
+#endif
 
 typedef enum { MODE_CACHE = 0, MODE_NO_CACHE = 1 } Mode;
 static const char *MODE_NAMES[] = {"cache", "no_cache"};
@@ -43,148 +46,45 @@ typedef struct {
     int prompt_len, gen_len;
 } Setting;
 
-// ---- the two backends ------------------------------------------------------------------------
+// ---- the model on a backend -----------------------------------------------------------------
 
-// What the measurements need of a backend: cached generation of one sequence (begin, prefill
-// the prompt once, decode one token at a time, end), a forward pass over a whole sequence
-// without a cache, and a KV cache of a given shape for the memory table. Logits always come
-// back to the host.
-typedef struct Engine Engine;
-struct Engine {
+// Both modes run the same engine (fp32 weights on either backend, so the GPU computes what
+// the CPU computes, to rounding): the cached one in a session per generation, the uncached
+// one in a scratch session emptied before every forward. Logits always come back to the
+// host (on CUDA the copy waits for the device, so wall-clock time covers its work).
+typedef struct {
     Backend backend;
+    const Ops *ops;
     const Config *config;
-    // A cache for `capacity` tokens and scratch for a prompt of prompt_len.
-    void (*begin)(Engine *e, int prompt_len, int capacity);
-    void (*prefill)(Engine *e, const int *tokens, int n, float *logits); // logits (V): the last token's
-    void (*decode)(Engine *e, int token, float *logits);                 // logits (V)
-    void (*end)(Engine *e);
-    // logits (n, V) if all_logits, else (V) of the last token.
-    void (*forward_full)(Engine *e, const int *tokens, int n, float *logits, int all_logits);
-    // Allocate and free a cache of this shape: returns the bytes the allocator handed out,
-    // and the cache's own count in *cache_bytes.
-    size_t (*measure_cache)(int n_layers, int n_kv_heads, int head_dim, int context, size_t *cache_bytes);
-    void (*close)(Engine *e);
-    void *state;
-};
+    Engine engine;
+    Session scratch; // the no-cache baseline's, for the longest sequence
+} Runner;
 
-// CPU: model.h, as the experiment has always run.
-typedef struct {
-    Model *m;
-    KVCache cache;
-    RunState s;
-} CpuEngine;
-
-static void cpu_begin(Engine *e, int prompt_len, int capacity) {
-    CpuEngine *c = e->state;
-    kv_cache_alloc(&c->cache, e->config->n_layers, e->config->n_kv_heads, e->config->head_dim, capacity);
-    runstate_alloc(&c->s, e->config, prompt_len < 512 ? prompt_len : 512);
+static void runner_open(Runner *r, Backend b, const Model *m, int max_tokens) {
+    r->backend = b;
+    r->ops = backend_open(b);
+    r->config = &m->config;
+    engine_open(&r->engine, m, r->ops, DTYPE_F32, 512, max_tokens);
+    session_open(&r->scratch, &r->engine, max_tokens);
 }
 
-static void cpu_prefill(Engine *e, const int *tokens, int n, float *logits) {
-    CpuEngine *c = e->state;
-    model_prefill(c->m, &c->s, &c->cache, tokens, n, logits, 0);
+static void runner_close(Runner *r) {
+    session_close(&r->scratch);
+    engine_close(&r->engine);
+    backend_close(r->backend);
 }
 
-static void cpu_decode(Engine *e, int token, float *logits) {
-    CpuEngine *c = e->state;
-    KVCache *caches[1] = {&c->cache};
-    model_decode(c->m, &c->s, caches, &token, 1, logits);
+static void feed(Session *s, const int *tokens, int n, float *all_logits, const char *what) {
+    Error err;
+    if (session_prefill(s, tokens, n, all_logits, &err)) die("kv_cache %s: %s", what, err.msg);
 }
 
-static void cpu_end(Engine *e) {
-    CpuEngine *c = e->state;
-    runstate_free(&c->s);
-    kv_cache_free(&c->cache);
+// The no-cache forward: the whole sequence from nothing. logits (n, V) if all_logits, else
+// the last position's in r->scratch.logits.
+static void forward_full(Runner *r, const int *tokens, int n, float *all_logits) {
+    session_truncate(&r->scratch, 0);
+    feed(&r->scratch, tokens, n, all_logits, "uncached forward");
 }
-
-static void cpu_forward_full(Engine *e, const int *tokens, int n, float *logits, int all_logits) {
-    model_forward_full(((CpuEngine *)e->state)->m, tokens, n, logits, all_logits);
-}
-
-// Bytes the allocator hands out for the cache (mallinfo2 before / after).
-static size_t cpu_measure_cache(int n_layers, int n_kv, int hd, int context, size_t *cache_bytes) {
-    struct mallinfo2 before = mallinfo2();
-    KVCache cache;
-    kv_cache_alloc(&cache, n_layers, n_kv, hd, context);
-    struct mallinfo2 after = mallinfo2();
-    *cache_bytes = kv_cache_bytes(&cache);
-    kv_cache_free(&cache);
-    return (after.uordblks + after.hblkhd) - (before.uordblks + before.hblkhd);
-}
-
-static void cpu_close(Engine *e) { free(e->state); }
-
-static Engine cpu_engine(Model *m) {
-    CpuEngine *c = callocCheck(1, sizeof *c);
-    c->m = m;
-    return (Engine){BACKEND_CPU, &m->config, cpu_begin, cpu_prefill, cpu_decode, cpu_end, cpu_forward_full,
-                    cpu_measure_cache, cpu_close, c};
-}
-
-#ifdef INFERLAB_CUDA
-// CUDA: model_cuda.h, fp32 weights. The uncached forward reuses one device cache, reset.
-typedef struct {
-    CudaModel g;
-    CudaRunState s;
-    CudaKVCache cache, scratch;
-} GpuEngine;
-
-static void gpu_begin(Engine *e, int prompt_len, int capacity) {
-    (void)prompt_len; // the run state is the engine's, sized for 512-token chunks as on the CPU
-    GpuEngine *c = e->state;
-    cuda_kv_cache_alloc(&c->cache, e->config->n_layers, e->config->n_kv_heads, e->config->head_dim, capacity);
-}
-
-static void gpu_prefill(Engine *e, const int *tokens, int n, float *logits) {
-    GpuEngine *c = e->state;
-    cuda_model_prefill(&c->g, &c->s, &c->cache, tokens, n, logits, 0);
-}
-
-static void gpu_decode(Engine *e, int token, float *logits) {
-    GpuEngine *c = e->state;
-    CudaKVCache *caches[1] = {&c->cache};
-    cuda_model_decode(&c->g, &c->s, caches, &token, 1, logits);
-}
-
-static void gpu_end(Engine *e) { cuda_kv_cache_free(&((GpuEngine *)e->state)->cache); }
-
-static void gpu_forward_full(Engine *e, const int *tokens, int n, float *logits, int all_logits) {
-    GpuEngine *c = e->state;
-    cuda_kv_cache_reset(&c->scratch);
-    cuda_model_prefill(&c->g, &c->s, &c->scratch, tokens, n, logits, all_logits);
-}
-
-// Device bytes the tracking allocator hands out for the cache.
-static size_t gpu_measure_cache(int n_layers, int n_kv, int hd, int context, size_t *cache_bytes) {
-    size_t before = cuda_allocated_bytes();
-    CudaKVCache cache;
-    cuda_kv_cache_alloc(&cache, n_layers, n_kv, hd, context);
-    size_t measured = cuda_allocated_bytes() - before;
-    *cache_bytes = cuda_kv_cache_bytes(&cache);
-    cuda_kv_cache_free(&cache);
-    return measured;
-}
-
-static void gpu_close(Engine *e) {
-    GpuEngine *c = e->state;
-    cuda_kv_cache_free(&c->scratch);
-    cuda_runstate_free(&c->s);
-    cuda_model_free(&c->g);
-    free(c);
-    cuda_shutdown();
-}
-
-// max_tokens: the longest sequence forward_full will see.
-static Engine gpu_engine(Model *m, int max_tokens) {
-    GpuEngine *c = callocCheck(1, sizeof *c);
-    cuda_init();
-    cuda_model_upload(&c->g, m, GEMM_FP32); // fp32: the CPU's numbers, so the same tokens
-    cuda_runstate_alloc(&c->s, &m->config, 512);
-    cuda_kv_cache_alloc(&c->scratch, m->config.n_layers, m->config.n_kv_heads, m->config.head_dim, max_tokens);
-    return (Engine){BACKEND_CUDA, &c->g.config, gpu_begin, gpu_prefill, gpu_decode, gpu_end, gpu_forward_full,
-                    gpu_measure_cache, gpu_close, c};
-}
-#endif
 
 // ---- the measurements ------------------------------------------------------------------------
 
@@ -198,20 +98,18 @@ static int argmax(const float *x, int n) {
 // Cached greedy generation, every step timed. Step 0 prefills the prompt and picks token
 // P; step i > 0 decodes token P + i - 1 and picks token P + i.
 // tokens (P + G): prompt in, generated tokens out; step_ms (G).
-static void generate_cached(Engine *e, Setting st, int *tokens, double *step_ms) {
-    int V = e->config->vocab_size;
-    float *logits = mallocCheck((size_t)V * sizeof(float));
-    e->begin(e, st.prompt_len, st.prompt_len + st.gen_len);
+static void generate_cached(Runner *r, Setting st, int *tokens, double *step_ms) {
+    int V = r->config->vocab_size;
+    Session s;
+    session_open(&s, &r->engine, st.prompt_len + st.gen_len);
     for (int i = 0; i < st.gen_len; i++) {
         int n = st.prompt_len + i; // tokens known so far
         double t0 = now_seconds();
-        if (i == 0) e->prefill(e, tokens, n, logits);
-        else e->decode(e, tokens[n - 1], logits);
-        tokens[n] = argmax(logits, V);
+        feed(&s, i == 0 ? tokens : tokens + n - 1, i == 0 ? n : 1, NULL, "cached generation");
+        tokens[n] = argmax(s.logits, V);
         step_ms[i] = 1e3 * (now_seconds() - t0);
     }
-    e->end(e);
-    free(logits);
+    session_close(&s);
 }
 
 // Uncached generation: step i recomputes the whole sequence of P + i tokens. Its cost
@@ -230,29 +128,27 @@ static int timed_steps(int gen_len, int *steps) {
 
 // Time the uncached steps listed in `steps` on the cached run's tokens; each must pick
 // the same token the cached run picked. step_ms (n_steps).
-static void time_uncached(Engine *e, Setting st, const int *tokens, const int *steps, int n_steps, double *step_ms) {
-    int V = e->config->vocab_size;
-    float *logits = mallocCheck((size_t)V * sizeof(float));
+static void time_uncached(Runner *r, Setting st, const int *tokens, const int *steps, int n_steps, double *step_ms) {
+    int V = r->config->vocab_size;
     for (int k = 0; k < n_steps; k++) {
         int n = st.prompt_len + steps[k];
         double t0 = now_seconds();
-        e->forward_full(e, tokens, n, logits, 0);
-        int picked = argmax(logits, V);
+        forward_full(r, tokens, n, NULL);
+        int picked = argmax(r->scratch.logits, V);
         step_ms[k] = 1e3 * (now_seconds() - t0);
         if (picked != tokens[n])
             die("kv_cache %d+%d: without the cache position %d picks token %d, with it %d", st.prompt_len, st.gen_len,
                 n, picked, tokens[n]);
     }
-    free(logits);
 }
 
 // Uncached generation picks exactly the cached run's tokens iff, in one forward pass over
 // the whole sequence, the argmax at every position P-1 .. P+G-2 is the next token (by
 // induction over the steps). Covers the steps time_uncached skipped.
-static void check_uncached_agrees(Engine *e, Setting st, const int *tokens) {
-    int n = st.prompt_len + st.gen_len - 1, V = e->config->vocab_size;
+static void check_uncached_agrees(Runner *r, Setting st, const int *tokens) {
+    int n = st.prompt_len + st.gen_len - 1, V = r->config->vocab_size;
     float *logits = mallocCheck((size_t)n * V * sizeof(float)); // (n, V)
-    e->forward_full(e, tokens, n, logits, 1);
+    forward_full(r, tokens, n, logits);
     for (int p = st.prompt_len - 1; p < n; p++)
         if (argmax(logits + (size_t)p * V, V) != tokens[p + 1])
             die("kv_cache %d+%d: without the cache position %d picks another token than with it", st.prompt_len,
@@ -323,8 +219,8 @@ static void write_mode(Outputs *out, const Config *c, Setting st, Mode mode, con
 
 // Generate with the cache `reps` times, then time the uncached steps `reps` times on the
 // same tokens; report the repetition whose total is the median.
-static void measure_setting(Engine *e, Setting st, int reps, int write_steps, Outputs *out) {
-    const Config *c = e->config;
+static void measure_setting(Runner *run, Setting st, int reps, int write_steps, Outputs *out) {
+    const Config *c = run->config;
     int total = st.prompt_len + st.gen_len, G = st.gen_len;
     int *tokens = mallocCheck(total * sizeof(int)), *again = mallocCheck(total * sizeof(int));
     uint64_t rng = rng_seed(1000003u * st.prompt_len + st.gen_len);
@@ -337,22 +233,22 @@ static void measure_setting(Engine *e, Setting st, int reps, int write_steps, Ou
         {G, all_steps, mallocCheck((size_t)reps * G * sizeof(double)), mallocCheck(reps * sizeof(double))},
         {timed_steps(G, some_steps), some_steps, mallocCheck((size_t)reps * G * sizeof(double)),
          mallocCheck(reps * sizeof(double))}};
-    for (int r = 0; r < reps; r++) {
-        cli_progress("kv_cache %s %d+%d cache rep %d/%d", out->backend, st.prompt_len, G, r + 1, reps);
-        double *ms = times[MODE_CACHE].steps + (size_t)r * G;
-        generate_cached(e, st, r == 0 ? tokens : again, ms);
-        if (r > 0 && memcmp(tokens, again, total * sizeof(int)) != 0)
+    for (int rep = 0; rep < reps; rep++) {
+        cli_progress("kv_cache %s %d+%d cache rep %d/%d", out->backend, st.prompt_len, G, rep + 1, reps);
+        double *ms = times[MODE_CACHE].steps + (size_t)rep * G;
+        generate_cached(run, st, rep == 0 ? tokens : again, ms);
+        if (rep > 0 && memcmp(tokens, again, total * sizeof(int)) != 0)
             die("kv_cache %d+%d: cached generation is not reproducible", st.prompt_len, G);
-        times[MODE_CACHE].totals[r] = integrate_steps(all_steps, ms, G);
+        times[MODE_CACHE].totals[rep] = integrate_steps(all_steps, ms, G);
     }
-    for (int r = 0; r < reps; r++) {
-        cli_progress("kv_cache %s %d+%d no_cache rep %d/%d", out->backend, st.prompt_len, G, r + 1, reps);
+    for (int rep = 0; rep < reps; rep++) {
+        cli_progress("kv_cache %s %d+%d no_cache rep %d/%d", out->backend, st.prompt_len, G, rep + 1, reps);
         ModeTimes *t = &times[MODE_NO_CACHE];
-        double *ms = t->steps + (size_t)r * t->n_steps;
-        time_uncached(e, st, tokens, t->step_index, t->n_steps, ms);
-        t->totals[r] = integrate_steps(t->step_index, ms, t->n_steps);
+        double *ms = t->steps + (size_t)rep * t->n_steps;
+        time_uncached(run, st, tokens, t->step_index, t->n_steps, ms);
+        t->totals[rep] = integrate_steps(t->step_index, ms, t->n_steps);
     }
-    if (times[MODE_NO_CACHE].n_steps < G) check_uncached_agrees(e, st, tokens);
+    if (times[MODE_NO_CACHE].n_steps < G) check_uncached_agrees(run, st, tokens);
 
     for (int mode = 0; mode < 2; mode++) write_mode(out, c, st, mode, &times[mode], reps, write_steps);
     double speedup = bench_stats(times[1].totals, reps).median_ms / bench_stats(times[0].totals, reps).median_ms;
@@ -368,20 +264,15 @@ static void measure_setting(Engine *e, Setting st, int reps, int write_steps, Ou
 
 // Bytes the allocator hands out for a cache of this shape, against the formula
 // 2 * L * S * n_kv * hd * sizeof(float).
-static void measure_memory(Engine *e, CsvWriter *w, int n_layers, int n_kv, int hd, int context) {
-    size_t cache_bytes, measured = e->measure_cache(n_layers, n_kv, hd, context, &cache_bytes);
+static void measure_memory(Runner *r, CsvWriter *w, int n_layers, int n_kv, int hd, int context) {
+    size_t before = r->ops->allocated_bytes();
+    KVCache cache;
+    kv_cache_alloc(&cache, r->ops, n_layers, n_kv, hd, context);
+    size_t measured = r->ops->allocated_bytes() - before, cache_bytes = kv_cache_bytes(&cache);
+    kv_cache_free(&cache);
     size_t formula = 2ull * n_layers * context * n_kv * hd * sizeof(float);
-    csv_row(w, "%s,%d,%d,%d,%d,%d,%zu,%zu,%zu", backend_name(e->backend), n_layers, n_kv, hd, context,
+    csv_row(w, "%s,%d,%d,%d,%d,%d,%zu,%zu,%zu", backend_name(r->backend), n_layers, n_kv, hd, context,
             (int)sizeof(float), cache_bytes, measured, formula);
-}
-
-// The engine of a backend; the model stays the caller's. max_tokens: the longest sequence.
-static Engine open_engine(Backend b, Model *m, int max_tokens) {
-#ifdef INFERLAB_CUDA
-    if (b == BACKEND_CUDA) return gpu_engine(m, max_tokens);
-#endif
-    (void)b, (void)max_tokens; // backend_require has ruled out cuda without CUDA
-    return cpu_engine(m);
 }
 
 int main(int argc, char **argv) {
@@ -428,7 +319,8 @@ int main(int argc, char **argv) {
     for (int i = 1; i < n_settings; i++)
         if (settings[i].prompt_len + settings[i].gen_len > settings[longest].prompt_len + settings[longest].gen_len)
             longest = i;
-    Engine e = open_engine(backend, &m, settings[longest].prompt_len + settings[longest].gen_len);
+    Runner runner;
+    runner_open(&runner, backend, &m, settings[longest].prompt_len + settings[longest].gen_len);
 
     char path[1024];
     Outputs out = {.backend = backend_name(backend)};
@@ -439,7 +331,7 @@ int main(int argc, char **argv) {
     out.speedup = csv_open(path, "backend,prompt_len,gen_len,setting,speedup,flop_ratio");
     backend_csv_path(path, sizeof path, common.out_dir, "kv_cache_steps", backend);
     out.steps = csv_open(path, "backend,mode,position,step_ms");
-    for (int i = 0; i < n_settings; i++) measure_setting(&e, settings[i], reps, i == longest, &out);
+    for (int i = 0; i < n_settings; i++) measure_setting(&runner, settings[i], reps, i == longest, &out);
     cli_progress_done();
 
     backend_csv_path(path, sizeof path, common.out_dir, "kv_cache_memory", backend);
@@ -449,7 +341,7 @@ int main(int argc, char **argv) {
     int contexts[] = {256, 512, 1024, 2048, 4096};
     int shapes[][2] = {{c->n_layers, c->n_kv_heads}, {c->n_layers, 1}, {2 * c->n_layers, c->n_kv_heads}};
     for (int s = 0; s < 3; s++)
-        for (int i = 0; i < 5; i++) measure_memory(&e, &mem, shapes[s][0], shapes[s][1], c->head_dim, contexts[i]);
+        for (int i = 0; i < 5; i++) measure_memory(&runner, &mem, shapes[s][0], shapes[s][1], c->head_dim, contexts[i]);
     csv_close(&out.runs);
     csv_close(&out.speedup);
     csv_close(&out.steps);
@@ -461,7 +353,7 @@ int main(int argc, char **argv) {
 #ifdef INFERLAB_CUDA
     if (backend == BACKEND_CUDA) cuda_device_name(device, sizeof device);
 #endif
-    e.close(&e);
+    runner_close(&runner);
     if (meta_file_checksum(model_path, sum_hex, &err) != 0) die("%s", err.msg);
     MetaEntry extra[] = {{"kv_cache_model", model_path}, {"kv_cache_model_fnv1a64", sum_hex}, {"cuda_device", device}};
     if (meta_write(common.out_dir, &hw, common.profile, extra, backend == BACKEND_CUDA ? 3 : 2, &err) != 0)

@@ -39,7 +39,7 @@
 #include "csv.h"
 #include "kernels.h"
 #include "meta.h"
-#include "model.h"
+#include "session.h"
 #include "sampler.h"
 #include "sampling_metrics.h"
 
@@ -238,21 +238,21 @@ static HeldOut measure_heldout(Lab *lab, const Sizes *sz) {
     Error err;
     if (sampler_init(&w.plain, V, &plain, &err)) die("sampling: %s", err.msg);
     float *logits = mallocCheck((size_t)window * V * sizeof(float)); // (window, V)
-    KVCache cache;
-    RunState state;
-    kv_cache_alloc(&cache, c->n_layers, c->n_kv_heads, c->head_dim, window);
-    runstate_alloc(&state, c, window);
+    Engine engine;
+    Session s;
+    engine_open(&engine, &lab->model, ops_cpu(), DTYPE_F32, window, window);
+    session_open(&s, &engine, window);
     int pos = 0;
     for (int i = 0; i < sz->n_windows; i++) {
         cli_progress("sampling: held-out window %d/%d", i + 1, sz->n_windows);
         const int *win = tokens + (size_t)i * window;
-        kv_cache_reset(&cache);
-        model_prefill(&lab->model, &state, &cache, win, lens[i], logits, 1);
+        session_truncate(&s, 0);
+        if (session_prefill(&s, win, lens[i], logits, &err)) die("sampling: %s", err.msg);
         for (int j = 0; j + 1 < lens[i]; j++)
             measure_position(settings, n_settings, logits + (size_t)j * V, V, win[j + 1], pos++, &w);
     }
-    kv_cache_free(&cache);
-    runstate_free(&state);
+    session_close(&s);
+    engine_close(&engine);
     sampler_free(&w.plain);
     free(w.p1), free(w.probs), free(w.scaled), free(logits), free(tokens), free(lens);
     return (HeldOut){settings, n_settings, n_positions};
@@ -293,28 +293,26 @@ static void prompts_free(Prompts *pr) {
 // every generated token) is the model's, at T = 1, from its unmasked logits.
 static double generate_batch(Lab *lab, int *const *prompts, const int *prompt_lens, Sampler *samplers, int B,
                              int gen_len, int *out) {
-    Model *m = &lab->model;
-    const Config *c = &m->config;
-    int V = c->vocab_size, longest = 0;
+    int V = lab->model.config.vocab_size, longest = 0;
     for (int b = 0; b < B; b++) longest = prompt_lens[b] > longest ? prompt_lens[b] : longest;
     int cap = longest + gen_len;
     int *seq = mallocCheck((size_t)B * cap * sizeof(int)), *next = mallocCheck(B * sizeof(int));
-    float *logits = mallocCheck((size_t)B * V * sizeof(float)), *masked = mallocCheck(V * sizeof(float));
-    KVCache *cache = mallocCheck(B * sizeof(KVCache));
-    KVCache **caches = mallocCheck(B * sizeof(KVCache *));
-    RunState state;
-    runstate_alloc(&state, c, longest > B ? longest : B);
+    float *masked = mallocCheck(V * sizeof(float));
+    Engine engine;
+    Session *sessions = mallocCheck(B * sizeof(Session));
+    Session **batch = mallocCheck(B * sizeof(Session *));
+    Error err;
+    engine_open(&engine, &lab->model, ops_cpu(), DTYPE_F32, longest > B ? longest : B, cap);
     for (int b = 0; b < B; b++) {
-        kv_cache_alloc(&cache[b], c->n_layers, c->n_kv_heads, c->head_dim, cap);
-        caches[b] = &cache[b];
+        session_open(&sessions[b], &engine, cap);
+        batch[b] = &sessions[b];
         memcpy(seq + (size_t)b * cap, prompts[b], prompt_lens[b] * sizeof(int));
-        model_prefill(m, &state, &cache[b], prompts[b], prompt_lens[b], logits + (size_t)b * V, 0);
+        if (session_prefill(&sessions[b], prompts[b], prompt_lens[b], NULL, &err)) die("sampling: %s", err.msg);
     }
     double nll = 0.0;
-    Error err;
     for (int t = 0; t < gen_len; t++) {
         for (int b = 0; b < B; b++) {
-            const float *row = logits + (size_t)b * V;
+            const float *row = sessions[b].logits;
             int *history = seq + (size_t)b * cap, n_history = prompt_lens[b] + t;
             memcpy(masked, row, V * sizeof(float));
             masked[lab->tok.bos_id] = masked[lab->tok.eos_id] = -INFINITY;
@@ -323,11 +321,11 @@ static double generate_batch(Lab *lab, int *const *prompts, const int *prompt_le
             nll += nll_nats(row, V, token);
             history[n_history] = next[b] = out[(size_t)b * gen_len + t] = token;
         }
-        if (t + 1 < gen_len) model_decode(m, &state, caches, next, B, logits);
+        if (t + 1 < gen_len && session_decode_batch(batch, next, B, &err)) die("sampling: %s", err.msg);
     }
-    for (int b = 0; b < B; b++) kv_cache_free(&cache[b]);
-    runstate_free(&state);
-    free(seq), free(next), free(logits), free(masked), free(cache), free(caches);
+    for (int b = 0; b < B; b++) session_close(&sessions[b]);
+    engine_close(&engine);
+    free(seq), free(next), free(masked), free(sessions), free(batch);
     return nll;
 }
 

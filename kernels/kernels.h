@@ -1,4 +1,5 @@
-// kernels.h: the compute primitives of inferlab, CPU backend (kernels/cpu/).
+// kernels.h: the compute primitives of inferlab, CPU backend (kernels/cpu/); ops_cpu()
+// (kernels/cpu/ops_cpu.c) puts them behind the backend table of ops.h.
 // Kernels take plain pointers and shapes, never model types. Row-major throughout;
 // a weight matrix w of shape (d, n) maps an input row of n to an output row of d.
 // Every kernel here has a plain double-precision twin in kernels/reference.h that the
@@ -6,6 +7,8 @@
 #pragma once
 
 #include <stddef.h>
+
+#include "ops.h"
 
 // Set the threads used by OpenMP loops and by OpenBLAS (n <= 0: leave the default).
 void kernels_set_threads(int n);
@@ -28,26 +31,12 @@ void rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *inv_
 // out (T, H) = silu(gate) * up, elementwise; gate and up are (T, H).
 void swiglu(float *out, const float *gate, const float *up, int T, int H);
 
-// Causal attention of n_q new queries against a KV cache, GQA-aware.
-// q (n_q, n_heads, head_dim): queries at positions pos0 .. pos0 + n_q - 1.
-// k, v (>= pos0 + n_q, n_kv_heads, head_dim): keys and values for positions 0 .. pos0 + n_q - 1.
-// out (n_q, n_heads, head_dim). Query head h reads KV head h / (n_heads / n_kv_heads).
-// A query at position p sees key j when j <= p and (window == 0 || p - j < window || j < n_sink).
-// scores = q.k * scale. Works one query row at a time with a (pos0 + n_q) score buffer.
-typedef struct {
-    int n_heads, n_kv_heads, head_dim;
-    int window;   // 0 = full causal attention
-    int n_sink;   // first n_sink positions stay visible outside the window
-    float scale;  // usually 1/sqrt(head_dim)
-} AttentionShape;
-
-void attention_kv(float *out, const float *q, const float *k, const float *v, int n_q, int pos0,
-                  const AttentionShape *shape);
-
-// Does a query at position p see the key at position j? Shared by every attention kernel.
-static inline int attention_visible(int p, int j, int window, int n_sink) {
-    return j <= p && (window == 0 || p - j < window || j < n_sink);
-}
+// Causal attention of query rows against their KV caches, GQA-aware: the CPU's ops->attention
+// (contract in ops.h). Each thread scores one (row, head) pair at a time into its own row of
+// scratch, which must hold attention_kv_scratch_bytes(max_keys) bytes.
+size_t attention_kv_scratch_bytes(int max_keys);
+void attention_kv(float *out, const float *q, const KVRows *kv, const AttentionShape *s, float *scratch,
+                  size_t scratch_bytes);
 
 // ---- Full-sequence attention: naive vs flash (project 15; kernels/cpu/attention_full.c) ----
 // Every query of a sequence against every key, all heads at once, forward only.

@@ -25,17 +25,10 @@ extern "C" { // the C headers below carry no linkage guards of their own
 
 #include "bench.h"
 #include "common.h"
-#include "kernels.h"
+#include "ops.h"
 
 // ---- device, memory, conversion (kernels/cuda/runtime.cu) ---------------------------------
-
-// Element types on the device.
-typedef enum { CUDA_FP32 = 0, CUDA_FP16, CUDA_BF16 } CudaDtype;
-
-size_t cuda_dtype_size(CudaDtype t);
-const char *cuda_dtype_name(CudaDtype t); // "fp32", "fp16", "bf16"
-// Parse a dtype name; -1 on an unknown one.
-int cuda_dtype_from_name(const char *name);
+// Element types are ops.h's DType.
 
 // 1 when a CUDA device can be used; otherwise 0 and why (for example the runtime's
 // "CUDA driver version is insufficient for CUDA runtime version", or "no CUDA device").
@@ -74,12 +67,12 @@ void cuda_download(void *dst, const void *src_dev, size_t bytes);
 void cuda_synchronize(void);
 
 // dst[i] = (dst_t) src[i] for n elements, on the device (round to nearest even).
-void cuda_convert(void *dst_dev, CudaDtype dst_t, const void *src_dev, CudaDtype src_t, size_t n);
+void cuda_convert(void *dst_dev, DType dst_t, const void *src_dev, DType src_t, size_t n);
 // Host arrays: float to a dtype and back, via the device (round to nearest even).
-void cuda_round_trip(float *x, size_t n, CudaDtype t); // x := (float)(t)x
+void cuda_round_trip(float *x, size_t n, DType t); // x := (float)(t)x
 // Fill n elements of type t with N(0, std) numbers from a counter-based generator:
 // the same seed gives the same values on every GPU.
-void cuda_fill_normal(void *x_dev, CudaDtype t, size_t n, float std, unsigned long long seed);
+void cuda_fill_normal(void *x_dev, DType t, size_t n, float std, unsigned long long seed);
 
 // Time the device work that fn(ctx) enqueues: warmup untimed calls, then reps calls, each
 // between its own pair of CUDA events (ms).
@@ -106,7 +99,7 @@ void cuda_add(float *x, const float *y, size_t n);
 void cuda_rope(float *x, int R, int n_heads, int head_dim, const int *pos, const float *inv_freq,
                float mscale);
 // out (R, C) fp32 = rows tokens[r] of table (V, C) of type t; tokens is a device array.
-void cuda_embedding(float *out, const void *table, CudaDtype t, const int *tokens, int R, int C);
+void cuda_embedding(float *out, const void *table, DType t, const int *tokens, int R, int C);
 // out[r] = index of the largest element of row r of x (rows, n) (first one on ties);
 // out is a device array. Greedy decoding without copying the logits back.
 void cuda_argmax_rows(int *out, const float *x, int rows, int n);
@@ -122,7 +115,7 @@ typedef enum { GEMM_FP32 = 0, GEMM_TF32, GEMM_FP16, GEMM_BF16 } GemmMode;
 
 const char *gemm_mode_name(GemmMode m); // "fp32", "tf32", "fp16", "bf16"
 int gemm_mode_from_name(const char *name); // -1 on an unknown name
-CudaDtype gemm_input_dtype(GemmMode m);
+DType gemm_input_dtype(GemmMode m);
 
 // out (T, d) fp32 = x (T, n) @ w (d, n)^T; x and w in gemm_input_dtype(mode).
 void cuda_matmul(float *out, const void *x, const void *w, int T, int n, int d, GemmMode mode);
@@ -156,9 +149,9 @@ void cuda_kv_append(float *const *keys, float *const *values, const float *k, co
 // softmax kernel (with the causal mask) into a second (B, H, T, T) buffer P, then O = P V by
 // another batched GEMM. Any D, fp32 / fp16 / bf16 (S and P in that dtype; fp32 accumulation).
 // workspace: cuda_attention_naive_workspace() bytes (S and P).
-size_t cuda_attention_naive_workspace(int B, int H, int T, CudaDtype t);
+size_t cuda_attention_naive_workspace(int B, int H, int T, DType t);
 void cuda_attention_naive(void *out, const void *q, const void *k, const void *v, void *workspace,
-                          int B, int H, int T, int D, CudaDtype t, int causal);
+                          int B, int H, int T, int D, DType t, int causal);
 
 // Flash (kernels/cuda/attention_flash.cu): our FlashAttention-2-style forward kernel. Each
 // block takes 64 queries of one (b, h) and streams 64-key tiles of K and V through shared
@@ -167,9 +160,9 @@ void cuda_attention_naive(void *out, const void *q, const void *k, const void *v
 // row) keeps O exact without storing scores; causal runs skip tiles above the diagonal.
 // No workspace.
 // Supports fp16 and bf16 with D = 64 or 128: cuda_attention_flash_supported says so.
-int cuda_attention_flash_supported(int D, CudaDtype t);
+int cuda_attention_flash_supported(int D, DType t);
 void cuda_attention_flash(void *out, const void *q, const void *k, const void *v, int B, int H,
-                          int T, int D, CudaDtype t, int causal);
+                          int T, int D, DType t, int causal);
 
 // cuDNN (kernels/cuda/attention_cudnn.cu): the vendor's fused attention, the analogue of
 // PyTorch's SDPA, driven from C through cuDNN's backend descriptor API: a graph of the one
@@ -180,14 +173,14 @@ void cuda_attention_flash(void *out, const void *q, const void *k, const void *v
 // not reproduced here (see the .cu file). Built as a stub when cudnn.h is not found.
 // Building a plan is slow next to a call (an engine may compile its kernel at run time), so
 // it is made once per shape:
-//   CudnnAttention *p = cuda_attention_cudnn_plan(B, H, T, D, CUDA_FP16, 0, &err); // NULL: err says why
+//   CudnnAttention *p = cuda_attention_cudnn_plan(B, H, T, D, DTYPE_F16, 0, &err); // NULL: err says why
 //   void *ws = cudaMallocCheck(cuda_attention_cudnn_workspace(p));
 //   cuda_attention_cudnn(p, out, q, k, v, ws); ...
 //   cuda_attention_cudnn_free(p);
 typedef struct CudnnAttention CudnnAttention;
 // 1 when this build's cuDNN can run the shape; else 0 and why.
-int cuda_attention_cudnn_supported(int D, CudaDtype t, int causal, char *why, size_t why_len);
-CudnnAttention *cuda_attention_cudnn_plan(int B, int H, int T, int D, CudaDtype t, int causal, Error *err);
+int cuda_attention_cudnn_supported(int D, DType t, int causal, char *why, size_t why_len);
+CudnnAttention *cuda_attention_cudnn_plan(int B, int H, int T, int D, DType t, int causal, Error *err);
 size_t cuda_attention_cudnn_workspace(const CudnnAttention *p); // bytes the plan needs (may be 0)
 void cuda_attention_cudnn(CudnnAttention *p, void *out, const void *q, const void *k, const void *v,
                           void *workspace);
@@ -200,7 +193,7 @@ const char *cuda_attn_impl_name(CudaAttnImpl impl); // "naive", "flash", "cudnn"
 
 typedef struct {
     int B, H, T, D;
-    CudaDtype dtype;
+    DType dtype;
     int causal;
 } CudaAttnShape;
 

@@ -19,7 +19,7 @@
 #include "budget.h"
 #include "rng.h"
 
-static const Precision BF16 = {DTYPE_BF16, DTYPE_BF16};
+static const Precision BF16 = {NUM_BF16, NUM_BF16};
 
 // Llama-2 13B from its config.json (a hand copy, independent of templates/).
 static ModelShape llama2_13b(void) {
@@ -82,20 +82,20 @@ static void test_kv_bytes_per_token(void **state) {
     (void)state;
     ModelShape m = llama2_13b();
     m.n_kv_heads = 8; // GQA: Llama-2 70B-style grouping
-    assert_near(budget_kv_bytes_per_token(&m, DTYPE_BF16), 2.0 * 40 * 8 * 128 * 2, 0.0);
+    assert_near(budget_kv_bytes_per_token(&m, NUM_BF16), 2.0 * 40 * 8 * 128 * 2, 0.0);
     m.n_kv_heads = 1; // MQA
-    assert_near(budget_kv_bytes_per_token(&m, DTYPE_BF16), 2.0 * 40 * 1 * 128 * 2, 0.0);
-    assert_near(budget_kv_bytes_per_token(&m, DTYPE_FP32), 2.0 * 40 * 1 * 128 * 4, 0.0);
+    assert_near(budget_kv_bytes_per_token(&m, NUM_BF16), 2.0 * 40 * 1 * 128 * 2, 0.0);
+    assert_near(budget_kv_bytes_per_token(&m, NUM_FP32), 2.0 * 40 * 1 * 128 * 4, 0.0);
     // MLA (DeepSeek-V2-Lite): 27 layers x (512 latent + 64 RoPE key) x 2 B, whatever the heads.
     ModelShape d = {.name = "mla", .n_params = 15.7e9, .n_params_active = 2.4e9, .n_layers = 27, .dim = 2048,
                     .hidden_dim = 1408, .n_heads = 16, .n_kv_heads = 16, .head_dim = 128, .vocab_size = 102400,
                     .max_context = 32768, .kv_lora_rank = 512, .rope_head_dim = 64};
-    assert_near(budget_kv_bytes_per_token(&d, DTYPE_BF16), 31104.0, 0.0);
+    assert_near(budget_kv_bytes_per_token(&d, NUM_BF16), 31104.0, 0.0);
     // Absorbed decode: 2 x 16 x (2 x 512 + 64) per layer; prefill: 2 x 16 x 192 + 2 x 16 x 128.
     assert_near(budget_attention_flops_per_pair(&d, 1), 27 * 2.0 * 16 * 1088, 0.0);
     assert_near(budget_attention_flops_per_pair(&d, 0), 27 * (2.0 * 16 * 192 + 2.0 * 16 * 128), 0.0);
     // Decode attention intensity of MLA: 940,032 FLOPs per 31,104 bytes, about 30 FLOP/byte.
-    assert_near(budget_attention_flops_per_pair(&d, 1) / budget_kv_bytes_per_token(&d, DTYPE_BF16), 30.222222, 1e-5);
+    assert_near(budget_attention_flops_per_pair(&d, 1) / budget_kv_bytes_per_token(&d, NUM_BF16), 30.222222, 1e-5);
 }
 
 static void test_sliding_window(void **state) {
@@ -117,15 +117,15 @@ static void test_sliding_window(void **state) {
 static void test_quantised_weights(void **state) {
     (void)state;
     ModelShape m = llama2_13b();
-    assert_near(budget_weight_bytes(&m, DTYPE_INT8), 13015864320.0, 0.0);
-    assert_near(budget_weight_bytes(&m, DTYPE_INT4), 6507932160.0, 0.0);
+    assert_near(budget_weight_bytes(&m, NUM_INT8), 13015864320.0, 0.0);
+    assert_near(budget_weight_bytes(&m, NUM_INT4), 6507932160.0, 0.0);
     // int4 weights, bf16 KV: the KV per token does not change, the decode bytes shrink.
-    Precision w4 = {DTYPE_INT4, DTYPE_BF16};
+    Precision w4 = {NUM_INT4, NUM_BF16};
     assert_near(budget_kv_bytes_per_token(&m, w4.act), 819200.0, 0.0);
     assert_near(budget_decode_bytes(&m, w4, 1, 610), 12852024320.0 * 0.5 + 499712000.0, 0.5);
     HardwareSpec h = h100();
     assert_near(budget_peak_flop_s(&h, w4), 989.4e12, 0.0); // bf16 math
-    assert_near(budget_peak_flop_s(&h, (Precision){DTYPE_FP32, DTYPE_FP32}), 67e12, 0.0);
+    assert_near(budget_peak_flop_s(&h, (Precision){NUM_FP32, NUM_FP32}), 67e12, 0.0);
 }
 
 static void test_weights_that_do_not_fit(void **state) {
@@ -137,7 +137,7 @@ static void test_weights_that_do_not_fit(void **state) {
     Budget b = budget_compute(&m, &h, BF16, 610, 64, 1024);
     assert_false(b.fits_large);
     // In int4 (6.5 GB) they fit: (24e9 - 6,507,932,160) / 819,200 = 21,352.6.
-    assert_near(budget_kv_tokens_fit(&m, &h, (Precision){DTYPE_INT4, DTYPE_BF16}), 21352.0, 0.0);
+    assert_near(budget_kv_tokens_fit(&m, &h, (Precision){NUM_INT4, NUM_BF16}), 21352.0, 0.0);
 }
 
 static void test_mixture_of_experts(void **state) {
@@ -152,7 +152,7 @@ static void test_mixture_of_experts(void **state) {
     // FLOPs follow the active parameters only.
     assert_near(budget_decode_flops(&m, 1, 1), 2.0 * (100e6 - emb - 5 * 100) + 2 * 4.0 * 2 * 50, 0.0);
     // Memory holds all of them.
-    assert_near(budget_weight_bytes(&m, DTYPE_BF16), 2000e6, 0.0);
+    assert_near(budget_weight_bytes(&m, NUM_BF16), 2000e6, 0.0);
 }
 
 static void test_mlp_and_roofline(void **state) {
@@ -198,7 +198,7 @@ static void test_matches_engine_counts(void **state) {
         for (int T = 1; T <= 40; T += 13)
             assert_near(budget_prefill_flops(&m, T), model_forward_flops(&c, T, 0, T), 0.0);
         // The engine's fp32 cache holds 2 L n_kv hd floats per token.
-        assert_near(budget_kv_bytes_per_token(&m, DTYPE_FP32), 2.0 * c.n_layers * c.n_kv_heads * c.head_dim * 4, 0.0);
+        assert_near(budget_kv_bytes_per_token(&m, NUM_FP32), 2.0 * c.n_layers * c.n_kv_heads * c.head_dim * 4, 0.0);
     }
 }
 

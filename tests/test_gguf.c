@@ -28,6 +28,7 @@
 #include "gguf.h"
 #include "llama2c.h"
 #include "model.h"
+#include "session.h"
 #include "test_util.h"
 #include "tokenizer.h"
 

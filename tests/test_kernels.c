@@ -95,18 +95,64 @@ static void test_swiglu(void **state) {
     free(g); free(u); free(got); free(want);
 }
 
+// attention_kv over one sequence's rows pos0 .. pos0 + n_q - 1 against the reference. Keys
+// and values that no query sees (beyond the window, not sinks) are NaN: a kernel that reads
+// a hidden key lets the NaN into its output.
 static void check_attention(int n_heads, int n_kv, int n_q, int pos0, int window, int n_sink) {
     uint64_t rng = rng_seed(n_heads * 100 + n_kv * 10 + pos0 + window);
-    int hd = 16, n_keys = pos0 + n_q;
+    int hd = 16, n_keys = pos0 + n_q, kv_dim = n_kv * hd;
     AttentionShape s = {n_heads, n_kv, hd, window, n_sink, 0.25f};
     float *q = random_buffer((size_t)n_q * n_heads * hd, &rng);
-    float *k = random_buffer((size_t)n_keys * n_kv * hd, &rng), *v = random_buffer((size_t)n_keys * n_kv * hd, &rng);
+    float *k = random_buffer((size_t)n_keys * kv_dim, &rng), *v = random_buffer((size_t)n_keys * kv_dim, &rng);
+    for (int j = 0; j < n_keys; j++) {
+        int seen = 0;
+        for (int p = pos0; p < n_keys; p++) seen |= attention_visible(p, j, window, n_sink);
+        for (int i = 0; !seen && i < kv_dim; i++) k[(size_t)j * kv_dim + i] = v[(size_t)j * kv_dim + i] = NAN;
+    }
     size_t n_out = (size_t)n_q * n_heads * hd;
     float *got = mallocCheck(n_out * sizeof(float)), *want = mallocCheck(n_out * sizeof(float));
-    attention_kv(got, q, k, v, n_q, pos0, &s);
+    int *pos = mallocCheck(n_q * sizeof(int));
+    float **keys = mallocCheck(n_q * sizeof(float *)), **values = mallocCheck(n_q * sizeof(float *));
+    for (int r = 0; r < n_q; r++) {
+        pos[r] = pos0 + r;
+        keys[r] = k;
+        values[r] = v;
+    }
+    KVRows kv = {n_q, pos, keys, values};
+    size_t scratch_bytes = attention_kv_scratch_bytes(n_keys);
+    float *scratch = mallocCheck(scratch_bytes);
+    attention_kv(got, q, &kv, &s, scratch, scratch_bytes);
     ref_attention_kv(want, q, k, v, n_q, pos0, &s);
     assert_close(got, want, n_out, 1e-4, 1e-5);
-    free(q); free(k); free(v); free(got); free(want);
+    free(q); free(k); free(v); free(got); free(want); free(pos); free(keys); free(values); free(scratch);
+}
+
+// Rows of different sequences in one call (a batched decode step): each row must read its
+// own cache, at its own position.
+static void test_attention_kv_rows_of_many_sequences(void **state) {
+    (void)state;
+    uint64_t rng = rng_seed(77);
+    enum { B = 3, HEADS = 4, KV = 2, HD = 16, CAP = 40 };
+    int pos[B] = {5, 39, 0};
+    AttentionShape s = {HEADS, KV, HD, 0, 0, 0.25f};
+    float *k[B], *v[B], *q = random_buffer((size_t)B * HEADS * HD, &rng);
+    float got[B * HEADS * HD], want[HEADS * HD];
+    for (int b = 0; b < B; b++) {
+        k[b] = random_buffer((size_t)CAP * KV * HD, &rng);
+        v[b] = random_buffer((size_t)CAP * KV * HD, &rng);
+    }
+    KVRows kv = {B, pos, k, v};
+    size_t bytes = attention_kv_scratch_bytes(CAP);
+    float *scratch = mallocCheck(bytes);
+    attention_kv(got, q, &kv, &s, scratch, bytes);
+    for (int b = 0; b < B; b++) {
+        ref_attention_kv(want, q + (size_t)b * HEADS * HD, k[b], v[b], 1, pos[b], &s);
+        assert_close(got + (size_t)b * HEADS * HD, want, HEADS * HD, 1e-4, 1e-5);
+        free(k[b]);
+        free(v[b]);
+    }
+    free(q);
+    free(scratch);
 }
 
 static void test_attention_kv(void **state) {
@@ -116,12 +162,14 @@ static void test_attention_kv(void **state) {
     check_attention(4, 1, 1, 63, 0, 0);  // MQA decode step
     check_attention(6, 3, 40, 10, 8, 0); // sliding window
     check_attention(6, 2, 40, 10, 8, 3); // window with sinks
+    check_attention(4, 2, 1, 200, 16, 4); // a decode step far beyond the window
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul),  cmocka_unit_test(test_rmsnorm), cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_rope),    cmocka_unit_test(test_swiglu),  cmocka_unit_test(test_attention_kv),
+        cmocka_unit_test(test_attention_kv_rows_of_many_sequences),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
 }

@@ -1,8 +1,13 @@
-// test_model.c: the forward pass and its invariants, on small random models.
-//  - model_forward_full equals a plain double-precision forward written here (ref_forward);
+// test_model.c: the forward pass, the engine and the session API on the CPU backend, and
+// their invariants, on small random models.
+//  - full recompute, and chunked prefill + batched decode of two sequences, equal a plain
+//    double-precision forward (ref_forward, model_reference.h, shared with test_cuda.c);
 //  - prefill + decode with a KV cache equals full recompute at every position
 //    (max relative error <= 1e-4) for MHA, GQA and MQA, with and without window and sinks;
 //  - batched decode of several sequences equals decoding each alone;
+//  - truncate rolls a session back exactly (what speculative decoding needs); a context that
+//    does not fit is an error that leaves the session as it was; greedy generation feeds
+//    back each argmax and stops where its callback says;
 //  - GQA equals MHA with each KV head repeated; window >= length equals full attention;
 //  - linear / NTK / YaRN scaling with factor 1 equal plain RoPE, and their factor > 1 shapes;
 //  - the KV cache holds 2 * L * S * n_kv * hd * sizeof(float) bytes.
@@ -14,10 +19,9 @@
 #include <string.h>
 
 #include "common.h"
-#include "kernels.h"
-#include "model.h"
-#include "reference.h"
-#include "test_util.h"
+#include "model_reference.h"
+#include "sampler.h"
+#include "session.h"
 
 static Config small_config(int n_heads, int n_kv_heads, int window, int n_sink) {
     Config c = config_default();
@@ -34,78 +38,25 @@ static Config small_config(int n_heads, int n_kv_heads, int window, int n_sink) 
     return c;
 }
 
-static void random_model(Model *m, const Config *c, uint64_t seed) {
-    char why[128];
-    assert_true(config_validate(c, why, sizeof why));
-    model_alloc(m, c);
-    model_init_random(m, seed, 0.3f);
-    // random (not unit) norm gains, so a wrong gain index cannot hide
-    uint64_t rng = rng_seed(seed + 99);
-    for (int i = 0; i < c->n_layers * c->dim; i++) {
-        m->weights.rms_att[i] = 1.0f + 0.2f * rng_normal(&rng);
-        m->weights.rms_ffn[i] = 1.0f + 0.2f * rng_normal(&rng);
-    }
-}
-
-static void random_tokens(int *tokens, int n, int vocab, uint64_t seed) {
-    uint64_t rng = rng_seed(seed);
-    for (int i = 0; i < n; i++) tokens[i] = (int)(rng_u64(&rng) % vocab);
-}
-
-// A plain forward of every position with the reference kernels, attention computed
-// over the whole sequence at once: independent of cache bookkeeping and chunking.
-static void ref_forward(const Model *m, const int *tokens, int T, float *logits) {
-    const Config *c = &m->config;
-    const Weights *w = &m->weights;
-    int C = c->dim, H = c->hidden_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
-    float *x = mallocCheck((size_t)T * C * 4), *xb = mallocCheck((size_t)T * C * 4);
-    float *q = mallocCheck((size_t)T * qd * 4), *k = mallocCheck((size_t)T * kvd * 4);
-    float *v = mallocCheck((size_t)T * kvd * 4), *att = mallocCheck((size_t)T * qd * 4);
-    float *proj = mallocCheck((size_t)T * C * 4), *h1 = mallocCheck((size_t)T * H * 4), *h3 = mallocCheck((size_t)T * H * 4);
-    float inv_freq[64];
-    float mscale = rope_frequencies(inv_freq, hd, &c->rope);
-    AttentionShape s = {c->n_heads, c->n_kv_heads, hd, c->window, c->n_sink, 1.0f / sqrtf((float)hd)};
-    for (int t = 0; t < T; t++) memcpy(x + t * C, w->token_embedding + (size_t)tokens[t] * C, C * 4);
-    for (int l = 0; l < c->n_layers; l++) {
-        ref_rmsnorm(xb, x, w->rms_att + l * C, T, C, c->norm_eps);
-        ref_matmul(q, xb, w->wq + (size_t)l * qd * C, T, C, qd);
-        ref_matmul(k, xb, w->wk + (size_t)l * kvd * C, T, C, kvd);
-        ref_matmul(v, xb, w->wv + (size_t)l * kvd * C, T, C, kvd);
-        for (int t = 0; t < T; t++) {
-            ref_rope_rotate(q + t * qd, c->n_heads, hd, t, inv_freq, mscale);
-            ref_rope_rotate(k + t * kvd, c->n_kv_heads, hd, t, inv_freq, mscale);
-        }
-        ref_attention_kv(att, q, k, v, T, 0, &s);
-        ref_matmul(proj, att, w->wo + (size_t)l * C * qd, T, qd, C);
-        for (int i = 0; i < T * C; i++) x[i] += proj[i];
-        ref_rmsnorm(xb, x, w->rms_ffn + l * C, T, C, c->norm_eps);
-        ref_matmul(h1, xb, w->w1 + (size_t)l * H * C, T, C, H);
-        ref_matmul(h3, xb, w->w3 + (size_t)l * H * C, T, C, H);
-        ref_swiglu(h1, h1, h3, T, H);
-        ref_matmul(proj, h1, w->w2 + (size_t)l * C * H, T, H, C);
-        for (int i = 0; i < T * C; i++) x[i] += proj[i];
-    }
-    ref_rmsnorm(xb, x, w->rms_final, T, C, c->norm_eps);
-    ref_matmul(logits, xb, w->wcls, T, C, c->vocab_size);
-    float *bufs[] = {x, xb, q, k, v, att, proj, h1, h3};
-    for (int i = 0; i < 9; i++) free(bufs[i]);
-}
-
-static void test_full_forward_matches_reference(void **state) {
+static void test_forward_matches_reference(void **state) {
     (void)state;
     Config configs[] = {small_config(4, 4, 0, 0), small_config(4, 2, 5, 2), small_config(4, 1, 0, 0)};
     for (int i = 0; i < 3; i++) {
         configs[i].tied_embeddings = i == 1;
         Model m;
-        random_model(&m, &configs[i], 10 + i);
+        random_model(&m, &configs[i], 10 + i, 0.3f);
         int T = 23, V = configs[i].vocab_size, tokens[23];
         random_tokens(tokens, T, V, i);
         float *got = mallocCheck((size_t)T * V * 4), *want = mallocCheck((size_t)T * V * 4);
         model_forward_full(&m, tokens, T, got, 1);
-        ref_forward(&m, tokens, T, want);
+        ref_forward(&m, tokens, T, want, NULL, DTYPE_F32);
         assert_true(max_rel_error(got, want, (size_t)T * V) <= 1e-4);
-        free(got); free(want);
+        free(got);
+        free(want);
         model_free(&m);
+        // and the server-like run: chunked prefill, then batched decode of two sequences
+        double e = backend_vs_reference(&configs[i], ops_cpu(), DTYPE_F32, NULL);
+        if (!(e <= 1e-4)) fail_msg("config %d: batched decode vs reference: relative error %g", i, e);
     }
 }
 
@@ -113,29 +64,34 @@ static void test_full_forward_matches_reference(void **state) {
 // one; every position's logits must match full recompute.
 static double cache_vs_recompute_error(const Config *c, int T, int n_prefill, int max_rows) {
     Model m;
-    random_model(&m, c, 7);
+    random_model(&m, c, 7, 0.3f);
     int V = c->vocab_size, *tokens = mallocCheck(T * sizeof(int));
     random_tokens(tokens, T, V, 3);
     float *full = mallocCheck((size_t)T * V * 4), *cached = mallocCheck((size_t)T * V * 4);
     model_forward_full(&m, tokens, T, full, 1);
 
-    KVCache cache;
-    RunState s;
-    kv_cache_alloc(&cache, c->n_layers, c->n_kv_heads, c->head_dim, T);
-    runstate_alloc(&s, c, max_rows);
-    model_prefill(&m, &s, &cache, tokens, n_prefill, cached, 1);
-    KVCache *caches[1] = {&cache};
-    for (int t = n_prefill; t < T; t++) model_decode(&m, &s, caches, &tokens[t], 1, cached + (size_t)t * V);
-    assert_int_equal(cache.len, T);
+    Engine e;
+    Session s;
+    Error err;
+    engine_open(&e, &m, ops_cpu(), DTYPE_F32, max_rows, T);
+    session_open(&s, &e, T);
+    if (session_prefill(&s, tokens, n_prefill, cached, &err)) fail_msg("%s", err.msg);
+    for (int t = n_prefill; t < T; t++) {
+        if (session_decode(&s, tokens[t], &err)) fail_msg("%s", err.msg);
+        memcpy(cached + (size_t)t * V, s.logits, V * sizeof(float));
+    }
+    assert_int_equal(session_len(&s), T);
 
     double worst = 0.0;
     for (int t = 0; t < T; t++) {
-        double e = max_rel_error(cached + (size_t)t * V, full + (size_t)t * V, V);
-        if (e > worst) worst = e;
+        double err_t = max_rel_error(cached + (size_t)t * V, full + (size_t)t * V, V);
+        if (err_t > worst) worst = err_t;
     }
-    runstate_free(&s);
-    kv_cache_free(&cache);
-    free(tokens); free(full); free(cached);
+    session_close(&s);
+    engine_close(&e);
+    free(tokens);
+    free(full);
+    free(cached);
     model_free(&m);
     return worst;
 }
@@ -157,32 +113,146 @@ static void test_batched_decode_equals_single(void **state) {
     (void)state;
     Config c = small_config(4, 2, 0, 0);
     Model m;
-    random_model(&m, &c, 5);
+    random_model(&m, &c, 5, 0.3f);
     enum { B = 3 };
     int V = c.vocab_size, lens[B] = {4, 9, 1}, toks[B][12];
-    KVCache caches[B], solo;
-    KVCache *ptrs[B];
-    RunState s;
-    runstate_alloc(&s, &c, 16);
+    Engine e;
+    Session seqs[B], solo;
+    Session *ptrs[B];
+    Error err;
+    engine_open(&e, &m, ops_cpu(), DTYPE_F32, 16, 16);
     for (int b = 0; b < B; b++) {
         random_tokens(toks[b], 12, V, 100 + b);
-        kv_cache_alloc(&caches[b], c.n_layers, c.n_kv_heads, c.head_dim, 16);
-        float scratch[67];
-        model_prefill(&m, &s, &caches[b], toks[b], lens[b], scratch, 0);
-        ptrs[b] = &caches[b];
+        session_open(&seqs[b], &e, 16);
+        if (session_prefill(&seqs[b], toks[b], lens[b], NULL, &err)) fail_msg("%s", err.msg);
+        ptrs[b] = &seqs[b];
     }
     int next[B] = {toks[0][lens[0]], toks[1][lens[1]], toks[2][lens[2]]};
-    float batched[B * 67], alone[67];
-    model_decode(&m, &s, ptrs, next, B, batched);
-    kv_cache_alloc(&solo, c.n_layers, c.n_kv_heads, c.head_dim, 16);
+    if (session_decode_batch(ptrs, next, B, &err)) fail_msg("%s", err.msg);
+    session_open(&solo, &e, 16);
     for (int b = 0; b < B; b++) {
-        kv_cache_reset(&solo);
-        model_prefill(&m, &s, &solo, toks[b], lens[b] + 1, alone, 0);
-        assert_true(max_rel_error(batched + b * V, alone, V) <= 1e-5);
-        kv_cache_free(&caches[b]);
+        session_truncate(&solo, 0);
+        if (session_prefill(&solo, toks[b], lens[b] + 1, NULL, &err)) fail_msg("%s", err.msg);
+        assert_true(max_rel_error(seqs[b].logits, solo.logits, V) <= 1e-5);
+        session_close(&seqs[b]);
     }
-    kv_cache_free(&solo);
-    runstate_free(&s);
+    session_close(&solo);
+    engine_close(&e);
+    model_free(&m);
+}
+
+// Rolling back is what speculative decoding does after a rejection: feed 20 tokens, truncate
+// to 12, feed 8 others; the logits must be those of the 12 + 8 tokens fed from nothing, at
+// every position (so no key or value of the discarded tokens survives), and a prompt of one
+// row recomputed after truncate(n - 1) gives the same logits again.
+static void test_truncate_rolls_back(void **state) {
+    (void)state;
+    Config c = small_config(4, 2, 6, 2);
+    Model m;
+    random_model(&m, &c, 31, 0.3f);
+    int V = c.vocab_size, first[20], second[20];
+    random_tokens(first, 20, V, 1);
+    memcpy(second, first, 12 * sizeof(int));
+    random_tokens(second + 12, 8, V, 2);
+    float *rolled = mallocCheck((size_t)8 * V * 4), *fresh = mallocCheck((size_t)20 * V * 4);
+    Engine e;
+    Session s;
+    Error err;
+    engine_open(&e, &m, ops_cpu(), DTYPE_F32, 4, 20);
+    session_open(&s, &e, 20);
+    if (session_prefill(&s, first, 20, NULL, &err)) fail_msg("%s", err.msg);
+    session_truncate(&s, 12);
+    assert_int_equal(session_len(&s), 12);
+    for (int i = 0; i < 8; i++) {
+        if (session_decode(&s, second[12 + i], &err)) fail_msg("%s", err.msg);
+        memcpy(rolled + (size_t)i * V, s.logits, V * sizeof(float));
+    }
+    model_forward_full(&m, second, 20, fresh, 1);
+    assert_true(max_rel_error(rolled, fresh + (size_t)12 * V, (size_t)8 * V) <= 1e-5);
+    float last[67];
+    memcpy(last, s.logits, sizeof last);
+    session_truncate(&s, 19);
+    if (session_decode(&s, second[19], &err)) fail_msg("%s", err.msg);
+    assert_memory_equal(last, s.logits, sizeof last);
+    session_close(&s);
+    engine_close(&e);
+    free(rolled);
+    free(fresh);
+    model_free(&m);
+}
+
+// A context that does not fit is an error, and leaves the session as it was.
+static void test_session_overflow_is_an_error(void **state) {
+    (void)state;
+    Config c = small_config(4, 4, 0, 0);
+    Model m;
+    random_model(&m, &c, 3, 0.3f);
+    int tokens[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    Engine e;
+    Session s;
+    Error err;
+    engine_open(&e, &m, ops_cpu(), DTYPE_F32, 4, 8);
+    session_open(&s, &e, 8);
+    assert_int_equal(session_prefill(&s, tokens, 6, NULL, &err), 0);
+    assert_int_equal(session_prefill(&s, tokens, 3, NULL, &err), -1);
+    assert_non_null(strstr(err.msg, "does not fit"));
+    assert_int_equal(session_len(&s), 6);
+    assert_int_equal(session_decode(&s, 1, &err), 0);
+    assert_int_equal(session_decode(&s, 1, &err), 0);
+    assert_int_equal(session_decode(&s, 1, &err), -1);
+    assert_int_equal(session_len(&s), 8);
+    session_close(&s);
+    engine_close(&e);
+    model_free(&m);
+}
+
+// session_generate: greedy generation picks each logit row's argmax, feeds it back, stops
+// where the callback says (not counting that token), and never feeds the last token.
+typedef struct {
+    int stop_at, seen;
+} StopAt;
+
+static int stop_at(void *ctx, int token) {
+    (void)token;
+    StopAt *s = ctx;
+    return ++s->seen == s->stop_at;
+}
+
+static void test_generate_greedy(void **state) {
+    (void)state;
+    Config c = small_config(4, 2, 0, 0);
+    Model m;
+    random_model(&m, &c, 41, 0.5f);
+    int V = c.vocab_size, tokens[32] = {5, 9, 2};
+    Sampler greedy;
+    SamplerParams p = sampler_params_default();
+    p.temperature = 0.0f;
+    Error err;
+    if (sampler_init(&greedy, V, &p, &err)) fail_msg("%s", err.msg);
+    Engine e;
+    Session s;
+    engine_open(&e, &m, ops_cpu(), DTYPE_F32, 8, 32);
+    session_open(&s, &e, 32);
+    if (session_prefill(&s, tokens, 3, NULL, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(session_generate(&s, &greedy, tokens, 3, 10, NULL, NULL, &err), 10);
+    assert_int_equal(session_len(&s), 12); // the 10th token was never fed
+    float *all = mallocCheck((size_t)13 * V * 4);
+    model_forward_full(&m, tokens, 13, all, 1);
+    for (int i = 3; i < 13; i++) {
+        const float *row = all + (size_t)(i - 1) * V;
+        int best = 0;
+        for (int j = 1; j < V; j++) best = row[j] > row[best] ? j : best;
+        assert_int_equal(tokens[i], best);
+    }
+    session_truncate(&s, 2); // back to the prompt, its last token fed again for its logits
+    if (session_decode(&s, tokens[2], &err)) fail_msg("%s", err.msg);
+    StopAt stop = {4, 0};
+    assert_int_equal(session_generate(&s, &greedy, tokens, 3, 10, stop_at, &stop, &err), 3);
+    assert_int_equal(session_len(&s), 6);
+    free(all);
+    session_close(&s);
+    engine_close(&e);
+    sampler_free(&greedy);
     model_free(&m);
 }
 
@@ -190,7 +260,7 @@ static void test_gqa_equals_mha_with_repeated_heads(void **state) {
     (void)state;
     Config cg = small_config(4, 2, 0, 0), cm = small_config(4, 4, 0, 0);
     Model g, mha;
-    random_model(&g, &cg, 11);
+    random_model(&g, &cg, 11, 0.3f);
     model_alloc(&mha, &cm);
     // same weights, except each of GQA's KV heads is repeated for its group of query heads
     int C = cg.dim, hd = cg.head_dim, group = cg.n_heads / cg.n_kv_heads;
@@ -220,8 +290,8 @@ static void test_wide_window_equals_full_attention(void **state) {
     (void)state;
     Config full = small_config(4, 2, 0, 0), wide = small_config(4, 2, 25, 3);
     Model a, b;
-    random_model(&a, &full, 21);
-    random_model(&b, &wide, 21);
+    random_model(&a, &full, 21, 0.3f);
+    random_model(&b, &wide, 21, 0.3f);
     int T = 25, tokens[25], V = full.vocab_size;
     random_tokens(tokens, T, V, 8);
     float la[25 * 67], lb[25 * 67];
@@ -272,7 +342,7 @@ static void test_kv_cache_bytes(void **state) {
     int shapes[][4] = {{2, 4, 12, 64}, {6, 1, 48, 256}, {12, 8, 64, 1000}};
     for (int i = 0; i < 3; i++) {
         KVCache c;
-        kv_cache_alloc(&c, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
+        kv_cache_alloc(&c, ops_cpu(), shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
         size_t expect = 2ull * shapes[i][0] * shapes[i][3] * shapes[i][1] * shapes[i][2] * sizeof(float);
         assert_int_equal(kv_cache_bytes(&c), expect);
         kv_cache_free(&c);
@@ -313,9 +383,12 @@ static void test_forward_flops(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_full_forward_matches_reference),
+        cmocka_unit_test(test_forward_matches_reference),
         cmocka_unit_test(test_cache_equals_recompute),
         cmocka_unit_test(test_batched_decode_equals_single),
+        cmocka_unit_test(test_truncate_rolls_back),
+        cmocka_unit_test(test_session_overflow_is_an_error),
+        cmocka_unit_test(test_generate_greedy),
         cmocka_unit_test(test_gqa_equals_mha_with_repeated_heads),
         cmocka_unit_test(test_wide_window_equals_full_attention),
         cmocka_unit_test(test_rope_scalings),

@@ -28,6 +28,7 @@
 #include "corpus.h"
 #include "kernels.h"
 #include "model.h"
+#include "session.h"
 #include "test_util.h"
 #include "tokenizer.h"
 #include "train.h"

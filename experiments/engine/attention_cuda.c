@@ -27,13 +27,13 @@ static Settings settings_for(const char *profile) {
 }
 
 int cuda_attention_points(CudaAttnPoint *out, int max, int max_t) {
-    const CudaAttnPoint fixed[] = {{{4, 12, 2048, 64, CUDA_FP16, 0}, 1}, {{4, 12, 2048, 64, CUDA_FP16, 1}, 1},
-                                   {{4, 12, 2048, 64, CUDA_BF16, 1}, 1}, {{4, 6, 2048, 128, CUDA_FP16, 1}, 1}};
+    const CudaAttnPoint fixed[] = {{{4, 12, 2048, 64, DTYPE_F16, 0}, 1}, {{4, 12, 2048, 64, DTYPE_F16, 1}, 1},
+                                   {{4, 12, 2048, 64, DTYPE_BF16, 1}, 1}, {{4, 6, 2048, 128, DTYPE_F16, 1}, 1}};
     int n = 0;
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0] && n < max; i++) out[n++] = fixed[i];
     for (int causal = 0; causal <= 1; causal++)
         for (int T = 512; T <= max_t && n < max; T *= 2)
-            if (T != 2048) out[n++] = (CudaAttnPoint){{4, 12, T, 64, CUDA_FP16, causal}, 0}; // 2048: a seeds' point
+            if (T != 2048) out[n++] = (CudaAttnPoint){{4, 12, T, 64, DTYPE_F16, causal}, 0}; // 2048: a seeds' point
     return n;
 }
 
@@ -70,7 +70,7 @@ static void measure_attention(const char *dir, const Settings *st, int max_t, Cu
             m->p = points[i];
             m->impl = impl;
             cli_progress("cuda: %s attention T=%d D=%d %s causal=%d", cuda_attn_impl_name(impl), s->T, s->D,
-                         cuda_dtype_name(s->dtype), s->causal);
+                         dtype_name(s->dtype), s->causal);
             Error err;
             if (cuda_attention_bench(impl, s, st->warmup, st->reps, SEED, &m->r, &err) != 0) {
                 cli_progress_done();
@@ -80,7 +80,7 @@ static void measure_attention(const char *dir, const Settings *st, int max_t, Cu
             m->ok = 1;
             const CudaAttnResult *r = &m->r;
             csv_row(&w, "cuda,%s,%s,%d,%d,%d,%d,%d,%.6g,%.6g,%.6g,%d,%.6g,%zu,%.6g,%.6g,%d", cuda_attn_impl_name(impl),
-                    cuda_dtype_name(s->dtype), s->causal, s->B, s->H, s->T, s->D, r->time.median_ms, r->time.p10_ms,
+                    dtype_name(s->dtype), s->causal, s->B, s->H, s->T, s->D, r->time.median_ms, r->time.p10_ms,
                     r->time.p90_ms, r->time.reps, r->tflops, r->peak_bytes, r->max_abs_error, r->max_rel_error,
                     r->rows_checked);
         }

@@ -38,3 +38,19 @@ void backend_csv_path(char *buf, size_t size, const char *dir, const char *stem,
     if (snprintf(buf, size, "%s/%s%s.csv", dir, stem, b == BACKEND_CUDA ? "_cuda" : "") >= (int)size)
         die("output path too long: %s/%s", dir, stem);
 }
+
+const Ops *backend_open(Backend b) {
+    if (b != BACKEND_CUDA) return ops_cpu();
+#ifdef INFERLAB_CUDA
+    cuda_init();
+#endif
+    return ops_cuda();
+}
+
+void backend_close(Backend b) {
+#ifdef INFERLAB_CUDA
+    if (b == BACKEND_CUDA) cuda_shutdown();
+#else
+    (void)b;
+#endif
+}

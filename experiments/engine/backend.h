@@ -19,6 +19,7 @@
 #include <stddef.h>
 
 #include "common.h"
+#include "ops.h"
 
 typedef enum { BACKEND_CPU = 0, BACKEND_CUDA } Backend;
 
@@ -31,5 +32,9 @@ int backend_parse(const char *text, Backend *out, Error *err);
 // For BACKEND_CUDA: unless this build has CUDA and a device can be used, print
 // "<program>: not run: <why>" on stderr and exit(2). Does not initialise the device.
 void backend_require(Backend b, const char *program);
+// The ops table of b (ops.h), the device initialised for CUDA; backend_close undoes it.
+// Call backend_require first.
+const Ops *backend_open(Backend b);
+void backend_close(Backend b);
 // dir/<stem>.csv for the CPU, dir/<stem>_cuda.csv for CUDA; dies if it does not fit.
 void backend_csv_path(char *buf, size_t size, const char *dir, const char *stem, Backend b);

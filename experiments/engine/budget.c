@@ -10,14 +10,14 @@
 
 #include "csv.h"
 
-double dtype_bytes(Dtype d) {
-    static const double bytes[] = {[DTYPE_FP32] = 4.0, [DTYPE_BF16] = 2.0, [DTYPE_INT8] = 1.0, [DTYPE_INT4] = 0.5};
+double num_format_bytes(NumFormat d) {
+    static const double bytes[] = {[NUM_FP32] = 4.0, [NUM_BF16] = 2.0, [NUM_INT8] = 1.0, [NUM_INT4] = 0.5};
     return bytes[d];
 }
 
-const char *dtype_name(Dtype d) {
-    static const char *names[] = {[DTYPE_FP32] = "fp32", [DTYPE_BF16] = "bf16", [DTYPE_INT8] = "int8",
-                                  [DTYPE_INT4] = "int4"};
+const char *num_format_name(NumFormat d) {
+    static const char *names[] = {[NUM_FP32] = "fp32", [NUM_BF16] = "bf16", [NUM_INT8] = "int8",
+                                  [NUM_INT4] = "int4"};
     return names[d];
 }
 
@@ -42,12 +42,12 @@ ModelShape budget_shape_from_config(const Config *c, const char *name, const cha
 
 // --- memory -------------------------------------------------------------------------------
 
-double budget_weight_bytes(const ModelShape *m, Dtype weights) { return m->n_params * dtype_bytes(weights); }
+double budget_weight_bytes(const ModelShape *m, NumFormat weights) { return m->n_params * num_format_bytes(weights); }
 
-double budget_kv_bytes_per_token(const ModelShape *m, Dtype kv) {
+double budget_kv_bytes_per_token(const ModelShape *m, NumFormat kv) {
     double per_layer = m->kv_lora_rank > 0 ? (double)m->kv_lora_rank + m->rope_head_dim
                                            : 2.0 * m->n_kv_heads * m->head_dim;
-    return m->n_layers * per_layer * dtype_bytes(kv);
+    return m->n_layers * per_layer * num_format_bytes(kv);
 }
 
 int budget_kv_tokens_per_sequence(const ModelShape *m, int context) {
@@ -94,7 +94,7 @@ static double params_read(const ModelShape *m, int rows) {
 
 double budget_decode_bytes(const ModelShape *m, Precision p, int batch, int context) {
     double kv = (double)batch * budget_kv_tokens_per_sequence(m, context) * budget_kv_bytes_per_token(m, p.act);
-    return params_read(m, batch) * dtype_bytes(p.weights) + kv;
+    return params_read(m, batch) * num_format_bytes(p.weights) + kv;
 }
 
 double budget_prefill_flops(const ModelShape *m, int tokens) {
@@ -105,7 +105,7 @@ double budget_prefill_flops(const ModelShape *m, int tokens) {
 }
 
 double budget_prefill_bytes(const ModelShape *m, Precision p, int tokens) {
-    return params_read(m, tokens) * dtype_bytes(p.weights) + tokens * budget_kv_bytes_per_token(m, p.act);
+    return params_read(m, tokens) * num_format_bytes(p.weights) + tokens * budget_kv_bytes_per_token(m, p.act);
 }
 
 double budget_mlp_flops(const ModelShape *m, int batch) {
@@ -113,14 +113,14 @@ double budget_mlp_flops(const ModelShape *m, int batch) {
 }
 
 double budget_mlp_bytes(const ModelShape *m, Precision p, int batch) {
-    return 3.0 * (double)m->dim * m->hidden_dim * dtype_bytes(p.weights) +
-           2.0 * batch * (double)m->dim * dtype_bytes(p.act);
+    return 3.0 * (double)m->dim * m->hidden_dim * num_format_bytes(p.weights) +
+           2.0 * batch * (double)m->dim * num_format_bytes(p.act);
 }
 
 // --- the roofline ---------------------------------------------------------------------------
 
 double budget_peak_flop_s(const HardwareSpec *hw, Precision p) {
-    return p.act == DTYPE_FP32 ? hw->fp32_flop_s : hw->bf16_flop_s;
+    return p.act == NUM_FP32 ? hw->fp32_flop_s : hw->bf16_flop_s;
 }
 
 double budget_ridge(const HardwareSpec *hw, Precision p) { return budget_peak_flop_s(hw, p) / hw->bandwidth_bytes_s; }

@@ -10,7 +10,7 @@
 //
 //   ModelShape *models; HardwareSpec *hws; int n_models, n_hws;
 //   if (budget_load_models("templates/model_presets.csv", &models, &n_models, &err)) die("%s", err.msg);
-//   Budget b = budget_compute(&models[i], &hws[j], (Precision){DTYPE_BF16, DTYPE_BF16}, 610, 64, 1024);
+//   Budget b = budget_compute(&models[i], &hws[j], (Precision){NUM_BF16, NUM_BF16}, 610, 64, 1024);
 //
 // Conventions: bytes are bytes (1 GB = 1e9 bytes; GiB = 2^30), a multiply-add is 2 FLOPs,
 // "context" is the number of tokens a decode step attends to (the KV positions it reads).
@@ -19,17 +19,17 @@
 #include "common.h"
 #include "model.h"
 
-typedef enum { DTYPE_FP32, DTYPE_BF16, DTYPE_INT8, DTYPE_INT4 } Dtype;
+typedef enum { NUM_FP32, NUM_BF16, NUM_INT8, NUM_INT4 } NumFormat;
 
-double dtype_bytes(Dtype d); // 4, 2, 1, 0.5
-const char *dtype_name(Dtype d);
+double num_format_bytes(NumFormat d); // 4, 2, 1, 0.5
+const char *num_format_name(NumFormat d);
 
 // Weights stored as `weights`; activations, the KV cache and the math in `act`. int8/int4
 // weights are weight-only quantisation (dequantised into bf16 math; their scales are not
 // counted), so act is bf16 or fp32.
 typedef struct {
-    Dtype weights;
-    Dtype act;
+    NumFormat weights;
+    NumFormat act;
 } Precision;
 
 // What the formulas need to know about a model. Attention: MHA (n_kv_heads = n_heads), GQA
@@ -64,10 +64,10 @@ ModelShape budget_shape_from_config(const Config *c, const char *name, const cha
 
 // --- memory -------------------------------------------------------------------------------
 
-double budget_weight_bytes(const ModelShape *m, Dtype weights);
+double budget_weight_bytes(const ModelShape *m, NumFormat weights);
 // Bytes one token adds to the KV cache: 2 * L * n_kv_heads * head_dim * bytes (keys and
 // values), or for MLA L * (kv_lora_rank + rope_head_dim) * bytes.
-double budget_kv_bytes_per_token(const ModelShape *m, Dtype kv);
+double budget_kv_bytes_per_token(const ModelShape *m, NumFormat kv);
 // KV positions one sequence of `context` tokens keeps: min(context, window) with a window.
 int budget_kv_tokens_per_sequence(const ModelShape *m, int context);
 // KV tokens that fit in memory beside the weights: floor((memory - weights) / per token),

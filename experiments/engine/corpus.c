@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "cache.h"
 #include "rng.h"
+#include "session.h"
 
 #define KJV_COMMAND "bible \"Gen1:1-Rev22:21\" 2>/dev/null"
 
@@ -372,15 +372,14 @@ static int argmax(const float *x, int n) {
 // Does greedy decoding after the prompt reproduce the answer's tokens? Checked in two
 // prefills: the prompt's last logits must pick answer[0], and with answer[0 .. i) fed back,
 // the logits must pick answer[i] (greedy decoding feeds back exactly these while it is right).
-static int passkey_answered(Model *m, RunState *s, KVCache *cache, const int *seq, const PasskeyLayout *L,
-                            float *logits) {
-    int V = m->config.vocab_size;
+static int passkey_answered(Session *s, const int *seq, const PasskeyLayout *L, float *logits, Error *err) {
+    int V = s->engine->config.vocab_size;
     const int *answer = seq + L->prompt_len;
-    kv_cache_reset(cache);
-    model_prefill(m, s, cache, seq, L->prompt_len, logits, 0);
-    if (argmax(logits, V) != answer[0]) return 0;
+    session_truncate(s, 0);
+    if (session_prefill(s, seq, L->prompt_len, NULL, err)) return -1;
+    if (argmax(s->logits, V) != answer[0]) return 0;
     if (L->answer_len == 1) return 1;
-    model_prefill(m, s, cache, answer, L->answer_len - 1, logits, 1);
+    if (session_prefill(s, answer, L->answer_len - 1, logits, err)) return -1;
     for (int i = 1; i < L->answer_len; i++)
         if (argmax(logits + (size_t)(i - 1) * V, V) != answer[i]) return 0;
     return 1;
@@ -391,19 +390,21 @@ double passkey_accuracy(Model *m, const Tokenizer *tok, const int *filler, size_
     const Config *c = &m->config;
     int *seq = mallocCheck((size_t)ctx * sizeof(int));
     float *logits = mallocCheck((size_t)c->vocab_size * 32 * sizeof(float)); // (answer tokens, V)
-    RunState s;
-    KVCache cache;
-    runstate_alloc(&s, c, ctx < 512 ? ctx : 512);
-    kv_cache_alloc(&cache, c->n_layers, c->n_kv_heads, c->head_dim, ctx);
+    Engine e;
+    Session s;
+    engine_open(&e, m, ops_cpu(), DTYPE_F32, ctx < 512 ? ctx : 512, ctx);
+    session_open(&s, &e, ctx);
     uint64_t rng = rng_seed(seed);
     int right = 0, rc = 0;
     for (int i = 0; i < n_samples && rc == 0; i++) {
         PasskeyLayout L;
         rc = passkey_sequence(tok, seq, ctx, filler, n_filler, &rng, &L, err);
-        if (rc == 0) right += passkey_answered(m, &s, &cache, seq, &L, logits);
+        int answered = rc == 0 ? passkey_answered(&s, seq, &L, logits, err) : 0;
+        if (answered < 0) rc = -1;
+        right += answered > 0;
     }
-    kv_cache_free(&cache);
-    runstate_free(&s);
+    session_close(&s);
+    engine_close(&e);
     free(logits);
     free(seq);
     return rc ? -1.0 : n_samples > 0 ? (double)right / n_samples : 0.0;

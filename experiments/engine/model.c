@@ -1,16 +1,14 @@
-// model.c: config checks, weight layout, and the forward pass of the Llama-style decoder
-// (see model.h). One routine, forward_rows, runs every mode: prefill is R rows of one
-// sequence, decode is one row for each of B sequences, full recompute is a prefill into
-// a throw-away cache.
+// model.c: config checks, weight layout, the engine (a model placed on a backend) and the
+// forward pass of the Llama-style decoder (see model.h). One routine, engine_forward, runs
+// every mode on every backend, through the ops table: prefill is R rows of one sequence,
+// decode is one row for each of B sequences, full recompute is a prefill into an empty cache.
 #include "model.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "common.h"
-#include "kernels.h"
 #include "rng.h"
 
 // Largest dimension we accept: keeps every size computation far from overflow.
@@ -73,22 +71,13 @@ void weights_map(Weights *w, const Config *c, float *p) {
     w->wcls = c->tied_embeddings ? w->token_embedding : p;
 }
 
-// Weights are read as long sequential streams every decode step. On 2 MiB-aligned memory
-// the kernel can back them with transparent huge pages (where THP is "madvise"), so the
-// streams cross no 4 KiB page boundaries, at which hardware prefetchers stop.
-#define WEIGHTS_ALIGN ((size_t)2 << 20)
-static float *weights_alloc(size_t bytes) {
-    size_t rounded = (bytes + WEIGHTS_ALIGN - 1) / WEIGHTS_ALIGN * WEIGHTS_ALIGN;
-    void *p = NULL;
-    if (posix_memalign(&p, WEIGHTS_ALIGN, rounded) != 0) die("out of memory allocating %zu bytes of weights", bytes);
-    madvise(p, rounded, MADV_HUGEPAGE); // a hint: ignored where THP is off
-    return p;
-}
-
 void model_alloc(Model *m, const Config *c) {
     m->config = *c;
     m->n_params = model_param_count(c);
-    m->params = weights_alloc(m->n_params * sizeof(float));
+    // Weights are read as long sequential streams every decode step: on 2 MiB-aligned memory
+    // (huge pages where THP allows) the streams cross no 4 KiB page boundaries, at which
+    // hardware prefetchers stop.
+    m->params = mallocHugeCheck(m->n_params * sizeof(float));
     weights_map(&m->weights, c, m->params);
 }
 
@@ -123,84 +112,209 @@ double model_forward_flops(const Config *c, int n_new, int n_past, int head_rows
     return per_token * n_new + attention + 2.0 * C * c->vocab_size * head_rows;
 }
 
-void runstate_alloc(RunState *s, const Config *c, int max_rows) {
-    size_t R = max_rows, C = c->dim, H = c->hidden_dim;
-    size_t q = (size_t)c->n_heads * c->head_dim, kv = (size_t)c->n_kv_heads * c->head_dim;
-    s->max_rows = max_rows;
-    s->x = mallocCheck(R * C * sizeof(float));
-    s->xb = mallocCheck(R * C * sizeof(float));
-    s->q = mallocCheck(R * q * sizeof(float));
-    s->k = mallocCheck(R * kv * sizeof(float));
-    s->v = mallocCheck(R * kv * sizeof(float));
-    s->att = mallocCheck(R * q * sizeof(float));
-    s->proj = mallocCheck(R * C * sizeof(float));
-    s->hb = mallocCheck(R * H * sizeof(float));
-    s->hb2 = mallocCheck(R * H * sizeof(float));
-    s->inv_freq = mallocCheck((size_t)c->head_dim / 2 * sizeof(float));
-    s->mscale = rope_frequencies(s->inv_freq, c->head_dim, &c->rope);
+// ---- engine: weights on the backend --------------------------------------------------------
+
+// Backend address of host weight p inside a block holding the host block in type t.
+static const void *in_block(const void *block, DType t, const Model *m, const float *p) {
+    return (const char *)block + (size_t)(p - m->params) * dtype_size(t);
 }
 
-void runstate_free(RunState *s) {
-    float *bufs[] = {s->x, s->xb, s->q, s->k, s->v, s->att, s->proj, s->hb, s->hb2, s->inv_freq};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
-    memset(s, 0, sizeof *s);
+static Tensor tensor_at(const Engine *e, const Model *m, const float *p, int rows, int cols) {
+    Tensor t = {e->dtype, in_block(e->matrices ? e->matrices : m->params, e->dtype, m, p), rows, cols};
+    return t;
 }
 
-static void add_inplace(float *x, const float *y, size_t n) {
-    for (size_t i = 0; i < n; i++) x[i] += y[i];
-}
-
-// Attention for rows whose caches already hold this layer's keys and values. Consecutive
-// rows of the same sequence (a prefill chunk) form one call, so their queries share keys.
-static void attention_rows(RunState *s, KVCache **caches, const int *pos, int R, int layer,
-                           const AttentionShape *shape) {
-    int q_stride = shape->n_heads * shape->head_dim;
-    for (int r0 = 0, r1; r0 < R; r0 = r1) {
-        for (r1 = r0 + 1; r1 < R && caches[r1] == caches[r0]; r1++) {}
-        KVCache *c = caches[r0];
-        attention_kv(s->att + (size_t)r0 * q_stride, s->q + (size_t)r0 * q_stride,
-                     kv_cache_layer_key(c, layer), kv_cache_layer_value(c, layer), r1 - r0, pos[r0], shape);
+// The weight block in the engine's dtype in backend memory: the host block itself where the
+// backend reads host memory and no conversion is wanted, else a converted copy.
+static void place_matrices(Engine *e, const Model *m) {
+    const Ops *ops = e->ops;
+    e->matrices = NULL;
+    if (ops->host_memory && e->dtype == DTYPE_F32) return;
+    size_t n = m->n_params;
+    e->matrices = ops->alloc(n * dtype_size(e->dtype));
+    if (e->dtype == DTYPE_F32) {
+        ops->upload(e->matrices, m->params, n * sizeof(float));
+    } else { // stage in fp32, round in backend memory
+        float *staging = ops->alloc(n * sizeof(float));
+        ops->upload(staging, m->params, n * sizeof(float));
+        ops->convert(e->matrices, e->dtype, staging, DTYPE_F32, n);
+        ops->free(staging);
     }
 }
 
-// The forward pass over R rows: row r is token tokens[r] at position pos[r] of the
-// sequence cached in caches[r]. Rows of one sequence must be consecutive and in order.
-// logits: (R, V) if all_logits, else (V) for the last row only; NULL skips the head.
-static void forward_rows(Model *m, RunState *s, KVCache **caches, const int *tokens, const int *pos,
-                         int R, float *logits, int all_logits) {
+// Norm gains stay fp32: rms_att (L, C) | rms_ffn (L, C) | rms_final (C).
+static void place_norms(Engine *e, const Model *m, const float **att, const float **ffn) {
+    const Weights *w = &m->weights;
+    size_t LC = (size_t)m->config.n_layers * m->config.dim, C = m->config.dim;
+    e->norms = NULL;
+    if (e->ops->host_memory) {
+        *att = w->rms_att;
+        *ffn = w->rms_ffn;
+        e->rms_final = w->rms_final;
+        return;
+    }
+    e->norms = e->ops->alloc((2 * LC + C) * sizeof(float));
+    e->ops->upload(e->norms, w->rms_att, LC * sizeof(float));
+    e->ops->upload(e->norms + LC, w->rms_ffn, LC * sizeof(float));
+    e->ops->upload(e->norms + 2 * LC, w->rms_final, C * sizeof(float));
+    *att = e->norms;
+    *ffn = e->norms + LC;
+    e->rms_final = e->norms + 2 * LC;
+}
+
+static void map_layers(Engine *e, const Model *m, const float *att, const float *ffn) {
     const Config *c = &m->config;
     const Weights *w = &m->weights;
-    int C = c->dim, H = c->hidden_dim, hd = c->head_dim;
-    int q_dim = c->n_heads * hd, kv_dim = c->n_kv_heads * hd;
-    AttentionShape shape = {c->n_heads, c->n_kv_heads, hd, c->window, c->n_sink, 1.0f / sqrtf((float)hd)};
+    size_t C = c->dim, H = c->hidden_dim;
+    size_t q = (size_t)c->n_heads * c->head_dim, kv = (size_t)c->n_kv_heads * c->head_dim;
+    e->layers = mallocCheck((size_t)c->n_layers * sizeof(LayerWeights));
+    for (int l = 0; l < c->n_layers; l++) {
+        LayerWeights *lw = &e->layers[l];
+        lw->rms_att = att + l * C;
+        lw->rms_ffn = ffn + l * C;
+        lw->wq = tensor_at(e, m, w->wq + l * q * C, (int)q, (int)C);
+        lw->wk = tensor_at(e, m, w->wk + l * kv * C, (int)kv, (int)C);
+        lw->wv = tensor_at(e, m, w->wv + l * kv * C, (int)kv, (int)C);
+        lw->wo = tensor_at(e, m, w->wo + l * C * q, (int)C, (int)q);
+        lw->w1 = tensor_at(e, m, w->w1 + l * H * C, (int)H, (int)C);
+        lw->w2 = tensor_at(e, m, w->w2 + l * C * H, (int)C, (int)H);
+        lw->w3 = tensor_at(e, m, w->w3 + l * H * C, (int)H, (int)C);
+    }
+    e->token_embedding = tensor_at(e, m, w->token_embedding, c->vocab_size, (int)C);
+    e->wcls = tensor_at(e, m, w->wcls, c->vocab_size, (int)C);
+}
 
-    for (int r = 0; r < R; r++) // (R, C)
-        memcpy(s->x + (size_t)r * C, w->token_embedding + (size_t)tokens[r] * C, C * sizeof(float));
+// ---- engine: scratch ------------------------------------------------------------------------
+
+static void runstate_alloc(RunState *s, const Ops *ops, const Config *c, DType dtype, int max_rows, int max_keys) {
+    size_t R = max_rows, C = c->dim, H = c->hidden_dim, L = c->n_layers, V = c->vocab_size;
+    size_t q = (size_t)c->n_heads * c->head_dim, kv = (size_t)c->n_kv_heads * c->head_dim;
+    size_t widest = C > H ? C : H;
+    widest = widest > q ? widest : q;
+    s->max_rows = max_rows;
+    s->max_keys = max_keys;
+    s->x = ops->alloc(R * C * sizeof(float));
+    s->xb = ops->alloc(R * C * sizeof(float));
+    s->q = ops->alloc(R * q * sizeof(float));
+    s->k = ops->alloc(R * kv * sizeof(float));
+    s->v = ops->alloc(R * kv * sizeof(float));
+    s->att = ops->alloc(R * q * sizeof(float));
+    s->proj = ops->alloc(R * C * sizeof(float));
+    s->hb = ops->alloc(R * H * sizeof(float));
+    s->hb2 = ops->alloc(R * H * sizeof(float));
+    s->logits = ops->alloc(R * V * sizeof(float));
+    s->matmul_scratch = ops->alloc(ops->matmul_scratch_bytes(dtype, (int)R, (int)widest));
+    s->attn_scratch_bytes = ops->attention_scratch_bytes(max_keys);
+    s->attn_scratch = ops->alloc(s->attn_scratch_bytes);
+    s->tokens = ops->alloc(R * sizeof(int));
+    s->pos = ops->alloc(R * sizeof(int));
+    s->keys = ops->alloc(L * R * sizeof(float *));
+    s->values = ops->alloc(L * R * sizeof(float *));
+    s->logits_host = mallocCheck(R * V * sizeof(float));
+    s->pos_host = mallocCheck(R * sizeof(int));
+    s->keys_host = mallocCheck(L * R * sizeof(float *));
+    s->values_host = mallocCheck(L * R * sizeof(float *));
+
+    float *inv_freq = mallocCheck((size_t)c->head_dim / 2 * sizeof(float));
+    s->mscale = rope_frequencies(inv_freq, c->head_dim, &c->rope);
+    s->inv_freq = ops->alloc((size_t)c->head_dim / 2 * sizeof(float));
+    ops->upload(s->inv_freq, inv_freq, (size_t)c->head_dim / 2 * sizeof(float));
+    free(inv_freq);
+}
+
+static void runstate_free(RunState *s, const Ops *ops) {
+    void *bufs[] = {s->x,      s->xb,          s->q,           s->k,      s->v,        s->att,
+                    s->proj,   s->hb,          s->hb2,         s->logits, s->matmul_scratch,
+                    s->attn_scratch, s->inv_freq, s->tokens,   s->pos,    s->keys,     s->values};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ops->free(bufs[i]);
+    free(s->logits_host);
+    free(s->pos_host);
+    free(s->keys_host);
+    free(s->values_host);
+    memset(s, 0, sizeof *s);
+}
+
+void engine_open(Engine *e, const Model *m, const Ops *ops, DType dtype, int max_rows, int max_keys) {
+    memset(e, 0, sizeof *e);
+    e->ops = ops;
+    e->config = m->config;
+    e->dtype = dtype;
+    const float *att, *ffn;
+    place_matrices(e, m);
+    place_norms(e, m, &att, &ffn);
+    map_layers(e, m, att, ffn);
+    runstate_alloc(&e->s, ops, &m->config, dtype, max_rows, max_keys);
+}
+
+void engine_close(Engine *e) {
+    runstate_free(&e->s, e->ops);
+    e->ops->free(e->matrices);
+    e->ops->free(e->norms);
+    free(e->layers);
+    memset(e, 0, sizeof *e);
+}
+
+size_t engine_weight_bytes(const Engine *e) {
+    const Config *c = &e->config;
+    return model_param_count(c) * dtype_size(e->dtype) + (2 * (size_t)c->n_layers + 1) * c->dim * sizeof(float);
+}
+
+// ---- the forward pass -----------------------------------------------------------------------
+
+// Tokens, positions and every layer's cache rows of the R rows, into backend memory.
+static void stage_rows(Engine *e, KVCache **caches, const int *tokens, const int *pos, int R) {
+    RunState *s = &e->s;
+    int L = e->config.n_layers;
+    for (int r = 0; r < R; r++) s->pos_host[r] = pos[r];
+    for (int l = 0; l < L; l++)
+        for (int r = 0; r < R; r++) {
+            s->keys_host[(size_t)l * R + r] = kv_cache_layer_key(caches[r], l);
+            s->values_host[(size_t)l * R + r] = kv_cache_layer_value(caches[r], l);
+        }
+    e->ops->upload(s->tokens, tokens, (size_t)R * sizeof(int));
+    e->ops->upload(s->pos, s->pos_host, (size_t)R * sizeof(int));
+    e->ops->upload(s->keys, s->keys_host, (size_t)L * R * sizeof(float *));
+    e->ops->upload(s->values, s->values_host, (size_t)L * R * sizeof(float *));
+}
+
+void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *pos, int R, float *logits,
+                    int all_logits) {
+    const Ops *ops = e->ops;
+    const Config *c = &e->config;
+    RunState *s = &e->s;
+    int C = c->dim, H = c->hidden_dim, hd = c->head_dim, kv_dim = c->n_kv_heads * hd;
+    AttentionShape shape = {c->n_heads, c->n_kv_heads, hd, c->window, c->n_sink, 1.0f / sqrtf((float)hd)};
+    if (R > s->max_rows) die("engine_forward: %d rows exceed the engine's %d", R, s->max_rows);
+    for (int r = 0; r < R; r++)
+        if (pos[r] >= s->max_keys || pos[r] >= caches[r]->capacity)
+            die("engine_forward: position %d is beyond the engine's %d keys or its cache's %d", pos[r],
+                s->max_keys, caches[r]->capacity);
+
+    stage_rows(e, caches, tokens, pos, R);
+    ops->embedding(s->x, &e->token_embedding, s->tokens, R); // (R, C)
 
     for (int l = 0; l < c->n_layers; l++) {
+        const LayerWeights *w = &e->layers[l];
+        KVRows kv = {R, s->pos, s->keys + (size_t)l * R, s->values + (size_t)l * R};
         // attention block
-        rmsnorm(s->xb, s->x, w->rms_att + (size_t)l * C, R, C, c->norm_eps);
-        matmul(s->q, s->xb, w->wq + (size_t)l * q_dim * C, R, C, q_dim);  // (R, n_heads * hd)
-        matmul(s->k, s->xb, w->wk + (size_t)l * kv_dim * C, R, C, kv_dim); // (R, n_kv * hd)
-        matmul(s->v, s->xb, w->wv + (size_t)l * kv_dim * C, R, C, kv_dim);
-        for (int r = 0; r < R; r++) {
-            rope_rotate(s->q + (size_t)r * q_dim, c->n_heads, hd, pos[r], s->inv_freq, s->mscale);
-            rope_rotate(s->k + (size_t)r * kv_dim, c->n_kv_heads, hd, pos[r], s->inv_freq, s->mscale);
-            size_t at = (size_t)pos[r] * kv_dim;
-            memcpy(kv_cache_layer_key(caches[r], l) + at, s->k + (size_t)r * kv_dim, kv_dim * sizeof(float));
-            memcpy(kv_cache_layer_value(caches[r], l) + at, s->v + (size_t)r * kv_dim, kv_dim * sizeof(float));
-        }
-        attention_rows(s, caches, pos, R, l, &shape);
-        matmul(s->proj, s->att, w->wo + (size_t)l * C * q_dim, R, q_dim, C);
-        add_inplace(s->x, s->proj, (size_t)R * C);
+        ops->rmsnorm(s->xb, s->x, w->rms_att, R, C, c->norm_eps);
+        ops->matmul(s->q, s->xb, &w->wq, R, s->matmul_scratch); // (R, n_heads * hd)
+        ops->matmul(s->k, s->xb, &w->wk, R, s->matmul_scratch); // (R, n_kv * hd)
+        ops->matmul(s->v, s->xb, &w->wv, R, s->matmul_scratch);
+        ops->rope(s->q, R, c->n_heads, hd, s->pos, s->inv_freq, s->mscale);
+        ops->rope(s->k, R, c->n_kv_heads, hd, s->pos, s->inv_freq, s->mscale);
+        ops->kv_write(&kv, s->k, s->v, kv_dim);
+        ops->attention(s->att, s->q, &kv, &shape, s->attn_scratch, s->attn_scratch_bytes);
+        ops->matmul(s->proj, s->att, &w->wo, R, s->matmul_scratch); // (R, C)
+        ops->add(s->x, s->proj, (size_t)R * C);
 
         // MLP block: w2(silu(w1 x) * w3 x)
-        rmsnorm(s->xb, s->x, w->rms_ffn + (size_t)l * C, R, C, c->norm_eps);
-        matmul(s->hb, s->xb, w->w1 + (size_t)l * H * C, R, C, H);  // (R, H)
-        matmul(s->hb2, s->xb, w->w3 + (size_t)l * H * C, R, C, H);
-        swiglu(s->hb, s->hb, s->hb2, R, H);
-        matmul(s->proj, s->hb, w->w2 + (size_t)l * C * H, R, H, C);
-        add_inplace(s->x, s->proj, (size_t)R * C);
+        ops->rmsnorm(s->xb, s->x, w->rms_ffn, R, C, c->norm_eps);
+        ops->matmul(s->hb, s->xb, &w->w1, R, s->matmul_scratch); // (R, H)
+        ops->matmul(s->hb2, s->xb, &w->w3, R, s->matmul_scratch);
+        ops->swiglu(s->hb, s->hb, s->hb2, R, H);
+        ops->matmul(s->proj, s->hb, &w->w2, R, s->matmul_scratch); // (R, C)
+        ops->add(s->x, s->proj, (size_t)R * C);
     }
 
     for (int r = 0; r < R; r++)
@@ -208,55 +322,7 @@ static void forward_rows(Model *m, RunState *s, KVCache **caches, const int *tok
 
     if (!logits) return;
     int first = all_logits ? 0 : R - 1, n = R - first;
-    rmsnorm(s->xb, s->x + (size_t)first * C, w->rms_final, n, C, c->norm_eps);
-    matmul(logits, s->xb, w->wcls, n, C, c->vocab_size); // (n, V)
-}
-
-static void check_fits(const KVCache *cache, int n_tokens) {
-    if (cache->len + n_tokens > cache->capacity)
-        die("context of %d tokens does not fit in a KV cache of %d positions", cache->len + n_tokens,
-            cache->capacity);
-}
-
-void model_prefill(Model *m, RunState *s, KVCache *cache, const int *tokens, int n_tokens,
-                   float *logits, int all_logits) {
-    check_fits(cache, n_tokens);
-    KVCache **caches = mallocCheck((size_t)s->max_rows * sizeof(KVCache *));
-    int *pos = mallocCheck((size_t)s->max_rows * sizeof(int));
-    for (int done = 0; done < n_tokens;) {
-        int R = n_tokens - done < s->max_rows ? n_tokens - done : s->max_rows;
-        for (int r = 0; r < R; r++) {
-            caches[r] = cache;
-            pos[r] = cache->len + r;
-        }
-        // Chunks before the last only fill the cache, unless every position's logits are wanted.
-        float *out = all_logits ? logits + (size_t)done * m->config.vocab_size
-                                : (done + R == n_tokens ? logits : NULL);
-        forward_rows(m, s, caches, tokens + done, pos, R, out, all_logits);
-        done += R;
-    }
-    free(caches);
-    free(pos);
-}
-
-void model_decode(Model *m, RunState *s, KVCache **caches, const int *tokens, int B, float *logits) {
-    if (B > s->max_rows) die("decode batch %d exceeds the run state's %d rows", B, s->max_rows);
-    int *pos = mallocCheck((size_t)B * sizeof(int));
-    for (int b = 0; b < B; b++) {
-        check_fits(caches[b], 1);
-        pos[b] = caches[b]->len;
-    }
-    forward_rows(m, s, caches, tokens, pos, B, logits, 1);
-    free(pos);
-}
-
-void model_forward_full(Model *m, const int *tokens, int n_tokens, float *logits, int all_logits) {
-    const Config *c = &m->config;
-    KVCache scratch;
-    RunState s;
-    kv_cache_alloc(&scratch, c->n_layers, c->n_kv_heads, c->head_dim, n_tokens);
-    runstate_alloc(&s, c, n_tokens < 512 ? n_tokens : 512);
-    model_prefill(m, &s, &scratch, tokens, n_tokens, logits, all_logits);
-    runstate_free(&s);
-    kv_cache_free(&scratch);
+    ops->rmsnorm(s->xb, s->x + (size_t)first * C, e->rms_final, n, C, c->norm_eps);
+    ops->matmul(s->logits, s->xb, &e->wcls, n, s->matmul_scratch); // (n, V)
+    ops->download(logits, s->logits, (size_t)n * c->vocab_size * sizeof(float));
 }

@@ -1,20 +1,20 @@
-// model.h: a Llama-style decoder: config, weights, run state, and the forward pass.
+// model.h: a Llama-style decoder: config, host weights, and the one forward pass, which runs
+// on any backend of ops.h through an Engine (the model placed on that backend).
 //
 //   tokens -> embedding -> L x [ RMSNorm -> attention (RoPE, MHA/GQA/MQA, window, sinks) -> +
 //                                RMSNorm -> SwiGLU MLP -> + ] -> RMSNorm -> output head -> logits
 //
-// Three ways to run it:
-//   model_prefill      many tokens of one sequence at once, appending to its KV cache
-//   model_decode       one token for each of B sequences, each against its own cache
-//   model_forward_full all positions of a sequence from scratch, reusing nothing
-//                      (the no-cache baseline: generation calls it once per new token)
+// engine_forward runs every mode as rows: a prefill chunk (many positions of one sequence),
+// a batched decode step (one position of each of B sequences), a full recompute (a prefill
+// into an emptied cache). Sessions (session.h) drive it; experiments use sessions.
 // Shapes use C = dim, H = hidden_dim, V = vocab_size, L = n_layers, hd = head_dim.
 #pragma once
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cache.h"
+#include "kvcache.h"
+#include "ops.h"
 #include "rope.h"
 
 typedef struct {
@@ -33,6 +33,7 @@ typedef struct {
     RopeConfig rope;
 } Config;
 
+// The host weights: fp32, the trainer's and the checkpoint files' form.
 // All weights live in one float block, laid out in this order (llama2.c's order,
 // per kind across layers), so that trainers can mirror it for gradients and moments.
 typedef struct {
@@ -79,33 +80,70 @@ void model_free(Model *m);
 // everything for position p: (p + 1, 0) with only the last row's head, see head_rows.
 double model_forward_flops(const Config *c, int n_new, int n_past, int head_rows);
 
-// Scratch buffers for a forward pass over up to max_rows tokens at once.
+// ---- the model placed on a backend, and its one forward pass ---------------------------------
+
+// One layer's weights as the forward reads them: matrices as typed tensors, norm gains fp32,
+// all in the backend's memory.
 typedef struct {
-    int max_rows;
-    float *x;       // (R, C) residual stream
-    float *xb;      // (R, C) normed input
-    float *q;       // (R, n_heads * hd)
-    float *k;       // (R, n_kv * hd)
-    float *v;       // (R, n_kv * hd)
-    float *att;     // (R, n_heads * hd) attention output
-    float *proj;    // (R, C)
-    float *hb;      // (R, H) gate
-    float *hb2;     // (R, H) up
-    float *inv_freq; // (hd / 2)
+    const float *rms_att, *rms_ffn; // (C)
+    Tensor wq;                      // (n_heads * hd, C)
+    Tensor wk, wv;                  // (n_kv * hd, C)
+    Tensor wo;                      // (C, n_heads * hd)
+    Tensor w1, w3;                  // (H, C) gate, up
+    Tensor w2;                      // (C, H) down
+} LayerWeights;
+
+// Scratch for a forward over up to max_rows rows whose caches hold up to max_keys
+// positions, in backend memory unless marked host. Allocated once: a step allocates nothing.
+typedef struct {
+    int max_rows, max_keys;
+    float *x;          // (R, C) residual stream
+    float *xb;         // (R, C) normed input
+    float *q;          // (R, n_heads * hd)
+    float *k, *v;      // (R, n_kv * hd)
+    float *att;        // (R, n_heads * hd) attention output
+    float *proj;       // (R, C)
+    float *hb, *hb2;   // (R, H) gate, up
+    float *logits;     // (R, V)
+    float *logits_host; // host (R, V): a batched step's logits before they go to each session
+    void *matmul_scratch;
+    void *attn_scratch;
+    size_t attn_scratch_bytes;
+    float *inv_freq;   // (hd / 2)
     float mscale;
+    int *tokens, *pos; // (R)
+    float **keys, **values;           // (L, R): each row's cache rows of each layer
+    int *pos_host;                    // host staging of pos
+    float **keys_host, **values_host; // host staging of keys, values
 } RunState;
 
-void runstate_alloc(RunState *s, const Config *c, int max_rows);
-void runstate_free(RunState *s);
+// A model ready to run on one backend: its weights converted to `dtype` in the backend's
+// memory (the CPU's fp32 weights are used in place), and its scratch. One Engine serves any
+// number of sequences (sessions, session.h), one forward at a time.
+typedef struct {
+    const Ops *ops;
+    Config config;
+    DType dtype;
+    Tensor token_embedding;  // (V, C)
+    Tensor wcls;             // (V, C)
+    const float *rms_final;  // (C)
+    LayerWeights *layers;    // host array (L)
+    void *matrices;          // owned backend copy of the weight block in dtype, or NULL (borrowed)
+    float *norms;            // owned backend copy of the norm gains, or NULL (borrowed)
+    RunState s;
+} Engine;
 
-// Run n_tokens of one sequence starting at position cache->len; appends their keys and
-// values to the cache. logits: (n_tokens, V) if all_logits, else (V) for the last token.
-void model_prefill(Model *m, RunState *s, KVCache *cache, const int *tokens, int n_tokens,
-                   float *logits, int all_logits);
+// Place m on the backend ops with its matrices in dtype; scratch for max_rows rows and caches
+// of up to max_keys positions. m must outlive the engine (the CPU reads its weights in place).
+void engine_open(Engine *e, const Model *m, const Ops *ops, DType dtype, int max_rows, int max_keys);
+void engine_close(Engine *e);
+// Backend bytes of the weights as the forward reads them.
+size_t engine_weight_bytes(const Engine *e);
 
-// One new token for each of B sequences; caches[b] receives tokens[b] at position
-// caches[b]->len. logits (B, V).
-void model_decode(Model *m, RunState *s, KVCache **caches, const int *tokens, int B, float *logits);
-
-// The no-cache baseline: all n_tokens positions computed from scratch. logits as in prefill.
-void model_forward_full(Model *m, const int *tokens, int n_tokens, float *logits, int all_logits);
+// The forward pass, the same for every backend and mode: row r is token tokens[r] at position
+// pos[r] of the sequence cached in caches[r], whose keys and values it writes there. Rows of
+// one sequence are consecutive and in order (a prefill chunk); a batched decode step has one
+// row per sequence. R <= max_rows, every pos[r] < max_keys and < its cache's capacity.
+// logits (host): (R, V) if all_logits, else (V) of the last row; NULL skips the head.
+void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *pos, int R, float *logits,
+                    int all_logits);

@@ -1,62 +1,78 @@
-// attention_kv.c: causal attention of new queries against a KV cache (see kernels.h).
-// This is the engine's attention for prefill and decode. One (query, head) pair at a time:
-// scores over the visible keys into a private row buffer, softmax, weighted sum of values.
-// Threads split the (query, head) pairs, so a decode step (one query) still uses every
-// core through its heads.
+// attention_kv.c: causal attention of query rows against their KV caches (see kernels.h).
+// This is the engine's attention for prefill and decode on the CPU. One (row, head) pair at
+// a time: scores over the visible keys only (the sinks, then the window) into the calling
+// thread's row of the scratch, softmax, weighted sum of values. Threads split the (row,
+// head) pairs, so a decode step (one row) still uses every core through its heads.
 #include "kernels.h"
 
 #include <math.h>
-#include <stdlib.h>
+#include <omp.h>
 #include <string.h>
 
 #include "common.h"
 #include "vec.h"
 
-static void attend_one(float *out, const float *q, const float *k, const float *v, int p,
-                       int kv_stride, const AttentionShape *s, float *scores) {
-    int hd = s->head_dim;
-    // (p + 1) scores; keys hidden by the window get -inf so they weigh exactly 0.
+// Visible keys of a query at position p: [0, n_lo) then [hi0, p] (the sinks, then the window).
+static void visible_ranges(int p, const AttentionShape *s, int *n_lo, int *hi0) {
+    if (s->window == 0 || p < s->window) {
+        *n_lo = 0;
+        *hi0 = 0;
+        return;
+    }
+    *hi0 = p - s->window + 1;
+    *n_lo = s->n_sink < *hi0 ? s->n_sink : *hi0;
+}
+
+static void attend_one(float *out, const float *q, const float *k, const float *v, int p, int kv_stride,
+                       const AttentionShape *s, float *scores) {
+    int hd = s->head_dim, n_lo, hi0;
+    visible_ranges(p, s, &n_lo, &hi0);
+    int n = n_lo + (p + 1 - hi0); // scores[i] belongs to key i (i < n_lo) or hi0 + i - n_lo
     float max = -INFINITY;
-    for (int j = 0; j <= p; j++) {
-        float dot = -INFINITY;
-        if (attention_visible(p, j, s->window, s->n_sink)) {
-            dot = dot_f32(q, k + (size_t)j * kv_stride, hd) * s->scale;
-        }
-        scores[j] = dot;
-        max = dot > max ? dot : max;
+    for (int i = 0; i < n; i++) {
+        int j = i < n_lo ? i : hi0 + i - n_lo;
+        scores[i] = dot_f32(q, k + (size_t)j * kv_stride, hd) * s->scale;
+        max = scores[i] > max ? scores[i] : max;
     }
     float sum = 0.0f;
-    for (int j = 0; j <= p; j++) {
-        scores[j] = expf(scores[j] - max);
-        sum += scores[j];
+    for (int i = 0; i < n; i++) {
+        scores[i] = expf(scores[i] - max);
+        sum += scores[i];
     }
     float inv = 1.0f / sum;
     memset(out, 0, hd * sizeof(float));
-    for (int j = 0; j <= p; j++) {
-        if (scores[j] == 0.0f) continue;
+    for (int i = 0; i < n; i++) {
+        if (scores[i] == 0.0f) continue;
+        int j = i < n_lo ? i : hi0 + i - n_lo;
         const float *vj = v + (size_t)j * kv_stride;
-        float a = scores[j] * inv;
-        for (int i = 0; i < hd; i++) out[i] += a * vj[i];
+        float a = scores[i] * inv;
+        for (int d = 0; d < hd; d++) out[d] += a * vj[d];
     }
 }
 
-void attention_kv(float *out, const float *q, const float *k, const float *v, int n_q, int pos0,
-                  const AttentionShape *s) {
-    int hd = s->head_dim;
-    int group = s->n_heads / s->n_kv_heads;
+size_t attention_kv_scratch_bytes(int max_keys) {
+    return (size_t)omp_get_max_threads() * max_keys * sizeof(float);
+}
+
+void attention_kv(float *out, const float *q, const KVRows *kv, const AttentionShape *s, float *scratch,
+                  size_t scratch_bytes) {
+    int hd = s->head_dim, group = s->n_heads / s->n_kv_heads;
     int q_stride = s->n_heads * hd, kv_stride = s->n_kv_heads * hd;
-    int n_keys = pos0 + n_q;
-    #pragma omp parallel
+    int max_keys = 0;
+    for (int r = 0; r < kv->R; r++) max_keys = kv->pos[r] + 1 > max_keys ? kv->pos[r] + 1 : max_keys;
+    int threads = omp_get_max_threads();
+    if ((size_t)threads * max_keys * sizeof(float) > scratch_bytes)
+        die("attention_kv: %zu bytes of scratch for %d threads x %d keys", scratch_bytes, threads, max_keys);
+    #pragma omp parallel num_threads(threads)
     {
-        float *scores = mallocCheck((size_t)n_keys * sizeof(float));
+        float *scores = scratch + (size_t)omp_get_thread_num() * max_keys;
         #pragma omp for collapse(2) schedule(dynamic, 4)
-        for (int t = 0; t < n_q; t++) {
+        for (int r = 0; r < kv->R; r++) {
             for (int h = 0; h < s->n_heads; h++) {
                 size_t kv_off = (size_t)(h / group) * hd;
-                attend_one(out + (size_t)t * q_stride + h * hd, q + (size_t)t * q_stride + h * hd,
-                           k + kv_off, v + kv_off, pos0 + t, kv_stride, s, scores);
+                attend_one(out + (size_t)r * q_stride + h * hd, q + (size_t)r * q_stride + h * hd,
+                           kv->keys[r] + kv_off, kv->values[r] + kv_off, kv->pos[r], kv_stride, s, scores);
             }
         }
-        free(scores);
     }
 }

@@ -56,7 +56,7 @@ static int workspace_bytes(AttnRun *a, size_t *bytes, Error *err) {
     case CUDA_ATTN_FLASH:
         if (cuda_attention_flash_supported(s->D, s->dtype)) return 0;
         return error_set(err, "flash: %s with D=%d not supported (fp16 or bf16, D = 64 or 128)",
-                         cuda_dtype_name(s->dtype), s->D);
+                         dtype_name(s->dtype), s->D);
     case CUDA_ATTN_CUDNN:
         if (!cuda_attention_cudnn_supported(s->D, s->dtype, s->causal, why, sizeof why))
             return error_set(err, "cudnn: %s", why);
@@ -68,16 +68,16 @@ static int workspace_bytes(AttnRun *a, size_t *bytes, Error *err) {
 }
 
 // A device tensor of n elements of type t, as host floats.
-static float *download_floats(const void *x, CudaDtype t, size_t n) {
+static float *download_floats(const void *x, DType t, size_t n) {
     float *f = (float *)mallocCheck(n * sizeof(float));
-    if (t == CUDA_FP32) {
+    if (t == DTYPE_F32) {
         cuda_download(f, x, n * sizeof(float));
         return f;
     }
     uint16_t *raw = (uint16_t *)mallocCheck(n * 2);
     cuda_download(raw, x, n * 2);
     for (size_t i = 0; i < n; i++) {
-        if (t == CUDA_FP16) {
+        if (t == DTYPE_F16) {
             __half_raw h;
             h.x = raw[i];
             f[i] = __half2float(__half(h));
@@ -129,7 +129,7 @@ int cuda_attention_bench(CudaAttnImpl impl, const CudaAttnShape *s, int warmup, 
         return error_set(err, "attention bench: bad shape B=%d H=%d T=%d D=%d or reps %d", s->B, s->H, s->T, s->D,
                          reps);
     AttnRun a = {impl, *s, NULL, NULL, NULL, NULL, NULL, NULL};
-    size_t n = (size_t)s->B * s->H * s->T * s->D, bytes = n * cuda_dtype_size(s->dtype), ws;
+    size_t n = (size_t)s->B * s->H * s->T * s->D, bytes = n * dtype_size(s->dtype), ws;
     if (workspace_bytes(&a, &ws, err) != 0) return -1;
     size_t free_bytes, total_bytes;
     cudaCheck(cudaMemGetInfo(&free_bytes, &total_bytes));

@@ -73,11 +73,11 @@ static cudnnStatus_t set_attr(cudnnBackendDescriptor_t d, cudnnBackendAttributeN
 
 // A finalized tensor descriptor: (B, H, T, D) contiguous in dtype t, or the fp32 scalar
 // passed by value (dims = NULL).
-static cudnnStatus_t make_tensor(cudnnBackendDescriptor_t *out, int64_t uid, const int64_t *dims, CudaDtype t) {
+static cudnnStatus_t make_tensor(cudnnBackendDescriptor_t *out, int64_t uid, const int64_t *dims, DType t) {
     cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, out);
     if (s != CUDNN_STATUS_SUCCESS) return s;
     int64_t one[4] = {1, 1, 1, 1}, strides[4], alignment = dims ? 16 : 4;
-    cudnnDataType_t type = !dims ? CUDNN_DATA_FLOAT : t == CUDA_FP16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
+    cudnnDataType_t type = !dims ? CUDNN_DATA_FLOAT : t == DTYPE_F16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
     if (dims) {
         strides[3] = 1;
         for (int i = 2; i >= 0; i--) strides[i] = strides[i + 1] * dims[i + 1];
@@ -93,9 +93,9 @@ static cudnnStatus_t make_tensor(cudnnBackendDescriptor_t *out, int64_t uid, con
     return cudnnBackendFinalize(*out);
 }
 
-int cuda_attention_cudnn_supported(int D, CudaDtype t, int causal, char *why, size_t why_len) {
-    if (t != CUDA_FP16 && t != CUDA_BF16) {
-        snprintf(why, why_len, "cuDNN fused attention runs fp16 and bf16 only, not %s", cuda_dtype_name(t));
+int cuda_attention_cudnn_supported(int D, DType t, int causal, char *why, size_t why_len) {
+    if (t != DTYPE_F16 && t != DTYPE_BF16) {
+        snprintf(why, why_len, "cuDNN fused attention runs fp16 and bf16 only, not %s", dtype_name(t));
         return 0;
     }
     if (D % 8 != 0 || D > 128) {
@@ -123,7 +123,7 @@ void cuda_attention_cudnn_free(CudnnAttention *p) {
     free(p);
 }
 
-CudnnAttention *cuda_attention_cudnn_plan(int B, int H, int T, int D, CudaDtype t, int causal, Error *err) {
+CudnnAttention *cuda_attention_cudnn_plan(int B, int H, int T, int D, DType t, int causal, Error *err) {
     char why[256];
     if (!cuda_attention_cudnn_supported(D, t, causal, why, sizeof why)) {
         error_set(err, "%s", why);
@@ -179,7 +179,7 @@ CudnnAttention *cuda_attention_cudnn_plan(int B, int H, int T, int D, CudaDtype 
     }
     if (!p->plan) {
         error_set(err, "cuDNN %d.%d has no engine for fused attention %s B=%d H=%d T=%d D=%d (%lld configurations "
-                  "tried)", CUDNN_MAJOR, CUDNN_MINOR, cuda_dtype_name(t), B, H, T, D, (long long)n_configs);
+                  "tried)", CUDNN_MAJOR, CUDNN_MINOR, dtype_name(t), B, H, T, D, (long long)n_configs);
         goto fail;
     }
     TRY(cudnnBackendGetAttribute(p->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got,
@@ -222,13 +222,13 @@ struct CudnnAttention {
     int unused;
 };
 
-int cuda_attention_cudnn_supported(int D, CudaDtype t, int causal, char *why, size_t why_len) {
+int cuda_attention_cudnn_supported(int D, DType t, int causal, char *why, size_t why_len) {
     (void)D, (void)t, (void)causal;
     snprintf(why, why_len, "built without cuDNN (no cudnn.h beside nvcc, or CUDNN=0)");
     return 0;
 }
 
-CudnnAttention *cuda_attention_cudnn_plan(int B, int H, int T, int D, CudaDtype t, int causal, Error *err) {
+CudnnAttention *cuda_attention_cudnn_plan(int B, int H, int T, int D, DType t, int causal, Error *err) {
     (void)B, (void)H, (void)T;
     char why[256];
     cuda_attention_cudnn_supported(D, t, causal, why, sizeof why);

@@ -195,8 +195,8 @@ flash_forward_kernel(T *out, const T *q, const T *k, const T *v, int T_len, floa
     }
 }
 
-int cuda_attention_flash_supported(int D, CudaDtype t) {
-    return (D == 64 || D == 128) && (t == CUDA_FP16 || t == CUDA_BF16);
+int cuda_attention_flash_supported(int D, DType t) {
+    return (D == 64 || D == 128) && (t == DTYPE_F16 || t == DTYPE_BF16);
 }
 
 template <typename T, int D>
@@ -217,13 +217,13 @@ static void launch_flash(void *out, const void *q, const void *k, const void *v,
 }
 
 void cuda_attention_flash(void *out, const void *q, const void *k, const void *v, int B, int H, int T, int D,
-                          CudaDtype t, int causal) {
+                          DType t, int causal) {
     if (!cuda_attention_flash_supported(D, t))
         die("cuda_attention_flash: %s with head dim %d is not supported (fp16 or bf16, D = 64 or 128)",
-            cuda_dtype_name(t), D);
+            dtype_name(t), D);
     if (B * H > 65535) die("cuda_attention_flash: B * H = %d exceeds the grid's 65535", B * H);
     if (T <= 0) return;
-    if (t == CUDA_FP16) {
+    if (t == DTYPE_F16) {
         if (D == 64) launch_flash<__half, 64>(out, q, k, v, B, H, T, causal);
         else launch_flash<__half, 128>(out, q, k, v, B, H, T, causal);
     } else {

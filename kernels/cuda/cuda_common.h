@@ -45,8 +45,8 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
 }
 
 // cudaDataType of a storage type, for cuBLAS.
-static inline cudaDataType_t cuda_data_type(CudaDtype t) {
-    return t == CUDA_FP16 ? CUDA_R_16F : t == CUDA_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+static inline cudaDataType_t cuda_data_type(DType t) {
+    return t == DTYPE_F16 ? CUDA_R_16F : t == DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
 // Sum (MAX = false) or max (MAX = true) over a warp, every lane receiving the result.
@@ -73,4 +73,4 @@ template <bool MAX> __device__ __forceinline__ float block_reduce(float v, float
 // Softmax of each row of in (rows, n) into out, both of type t (in place is allowed), in fp32.
 // causal_period > 0 treats the rows as stacked (T, T) score matrices with T = causal_period:
 // row r sees columns j <= r % T, and the rest get probability 0 (pointwise.cu).
-void softmax_rows_launch(void *out, const void *in, CudaDtype t, int rows, int n, int causal_period);
+void softmax_rows_launch(void *out, const void *in, DType t, int rows, int n, int causal_period);

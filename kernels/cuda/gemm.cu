@@ -15,8 +15,8 @@ int gemm_mode_from_name(const char *name) {
     return -1;
 }
 
-CudaDtype gemm_input_dtype(GemmMode m) {
-    return m == GEMM_FP16 ? CUDA_FP16 : m == GEMM_BF16 ? CUDA_BF16 : CUDA_FP32;
+DType gemm_input_dtype(GemmMode m) {
+    return m == GEMM_FP16 ? DTYPE_F16 : m == GEMM_BF16 ? DTYPE_BF16 : DTYPE_F32;
 }
 
 // cuBLAS is column-major: the row-major out (T, d) is the column-major out^T (d, T), and
@@ -43,11 +43,11 @@ static void matmul_bench_call(void *ctx) {
 }
 
 double cuda_matmul_bench(GemmMode mode, int M, int N, int K, int warmup, int reps, BenchStats *time) {
-    CudaDtype t = gemm_input_dtype(mode);
+    DType t = gemm_input_dtype(mode);
     MatmulBench b = {NULL, NULL, NULL, M, N, K, mode};
     b.out = (float *)cudaMallocCheck((size_t)M * N * sizeof(float));
-    b.x = cudaMallocCheck((size_t)M * K * cuda_dtype_size(t));
-    b.w = cudaMallocCheck((size_t)N * K * cuda_dtype_size(t));
+    b.x = cudaMallocCheck((size_t)M * K * dtype_size(t));
+    b.w = cudaMallocCheck((size_t)N * K * dtype_size(t));
     cuda_fill_normal(b.x, t, (size_t)M * K, 1.0f, 1);
     cuda_fill_normal(b.w, t, (size_t)N * K, 1.0f, 2);
     *time = cuda_bench_run(matmul_bench_call, &b, warmup, reps);

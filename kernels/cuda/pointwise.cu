@@ -54,17 +54,17 @@ __global__ void softmax_rows_kernel(T *out, const T *in, int rows, int n, int ca
         y[j] = from_float<T>(j < visible ? expf(to_float(x[j]) - row_max) * inv : 0.0f);
 }
 
-void softmax_rows_launch(void *out, const void *in, CudaDtype t, int rows, int n, int causal_period) {
+void softmax_rows_launch(void *out, const void *in, DType t, int rows, int n, int causal_period) {
     if (rows <= 0) return;
     unsigned blocks = ceil_div(rows, SOFTMAX_ROWS_PER_BLOCK), threads = 32 * SOFTMAX_ROWS_PER_BLOCK;
     switch (t) {
-    case CUDA_FP32:
+    case DTYPE_F32:
         softmax_rows_kernel<<<blocks, threads>>>((float *)out, (const float *)in, rows, n, causal_period);
         break;
-    case CUDA_FP16:
+    case DTYPE_F16:
         softmax_rows_kernel<<<blocks, threads>>>((__half *)out, (const __half *)in, rows, n, causal_period);
         break;
-    case CUDA_BF16:
+    case DTYPE_BF16:
         softmax_rows_kernel<<<blocks, threads>>>((__nv_bfloat16 *)out, (const __nv_bfloat16 *)in, rows, n,
                                                  causal_period);
         break;
@@ -72,7 +72,7 @@ void softmax_rows_launch(void *out, const void *in, CudaDtype t, int rows, int n
     cudaCheckLaunch();
 }
 
-void cuda_softmax_rows(float *x, int rows, int n) { softmax_rows_launch(x, x, CUDA_FP32, rows, n, 0); }
+void cuda_softmax_rows(float *x, int rows, int n) { softmax_rows_launch(x, x, DTYPE_F32, rows, n, 0); }
 
 // ---- elementwise ------------------------------------------------------------------------------
 
@@ -137,14 +137,14 @@ __global__ void embedding_kernel(float *out, const T *table, const int *tokens, 
     }
 }
 
-void cuda_embedding(float *out, const void *table, CudaDtype t, const int *tokens, int R, int C) {
+void cuda_embedding(float *out, const void *table, DType t, const int *tokens, int R, int C) {
     size_t n = (size_t)R * C;
     if (n == 0) return;
     unsigned blocks = elementwise_blocks(n);
     switch (t) {
-    case CUDA_FP32: embedding_kernel<<<blocks, 256>>>(out, (const float *)table, tokens, R, C); break;
-    case CUDA_FP16: embedding_kernel<<<blocks, 256>>>(out, (const __half *)table, tokens, R, C); break;
-    case CUDA_BF16: embedding_kernel<<<blocks, 256>>>(out, (const __nv_bfloat16 *)table, tokens, R, C); break;
+    case DTYPE_F32: embedding_kernel<<<blocks, 256>>>(out, (const float *)table, tokens, R, C); break;
+    case DTYPE_F16: embedding_kernel<<<blocks, 256>>>(out, (const __half *)table, tokens, R, C); break;
+    case DTYPE_BF16: embedding_kernel<<<blocks, 256>>>(out, (const __nv_bfloat16 *)table, tokens, R, C); break;
     }
     cudaCheckLaunch();
 }

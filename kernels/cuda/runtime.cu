@@ -17,19 +17,6 @@ void cublas_check(cublasStatus_t status, const char *file, int line) {
         die("cuBLAS error at %s:%d: %s", file, line, cublasGetStatusString(status));
 }
 
-// ---- dtypes ---------------------------------------------------------------------------------
-
-static const char *DTYPE_NAMES[] = {"fp32", "fp16", "bf16"};
-
-size_t cuda_dtype_size(CudaDtype t) { return t == CUDA_FP32 ? 4 : 2; }
-const char *cuda_dtype_name(CudaDtype t) { return t >= CUDA_FP32 && t <= CUDA_BF16 ? DTYPE_NAMES[t] : "?"; }
-
-int cuda_dtype_from_name(const char *name) {
-    for (int i = 0; i < 3; i++)
-        if (strcmp(name, DTYPE_NAMES[i]) == 0) return i;
-    return -1;
-}
-
 // ---- device -----------------------------------------------------------------------------------
 
 // The kernels are compiled for sm_80 and sm_90 (plus PTX for newer): older GPUs cannot run them.
@@ -176,32 +163,32 @@ __global__ void convert_kernel(D *dst, const S *src, size_t n) {
 }
 
 template <typename D>
-static void convert_from(D *dst, const void *src, CudaDtype src_t, size_t n) {
+static void convert_from(D *dst, const void *src, DType src_t, size_t n) {
     unsigned blocks = elementwise_blocks(n);
     switch (src_t) {
-    case CUDA_FP32: convert_kernel<<<blocks, 256>>>(dst, (const float *)src, n); break;
-    case CUDA_FP16: convert_kernel<<<blocks, 256>>>(dst, (const __half *)src, n); break;
-    case CUDA_BF16: convert_kernel<<<blocks, 256>>>(dst, (const __nv_bfloat16 *)src, n); break;
+    case DTYPE_F32: convert_kernel<<<blocks, 256>>>(dst, (const float *)src, n); break;
+    case DTYPE_F16: convert_kernel<<<blocks, 256>>>(dst, (const __half *)src, n); break;
+    case DTYPE_BF16: convert_kernel<<<blocks, 256>>>(dst, (const __nv_bfloat16 *)src, n); break;
     }
     cudaCheckLaunch();
 }
 
-void cuda_convert(void *dst, CudaDtype dst_t, const void *src, CudaDtype src_t, size_t n) {
+void cuda_convert(void *dst, DType dst_t, const void *src, DType src_t, size_t n) {
     if (n == 0) return;
     switch (dst_t) {
-    case CUDA_FP32: convert_from((float *)dst, src, src_t, n); break;
-    case CUDA_FP16: convert_from((__half *)dst, src, src_t, n); break;
-    case CUDA_BF16: convert_from((__nv_bfloat16 *)dst, src, src_t, n); break;
+    case DTYPE_F32: convert_from((float *)dst, src, src_t, n); break;
+    case DTYPE_F16: convert_from((__half *)dst, src, src_t, n); break;
+    case DTYPE_BF16: convert_from((__nv_bfloat16 *)dst, src, src_t, n); break;
     }
 }
 
-void cuda_round_trip(float *x, size_t n, CudaDtype t) {
-    if (t == CUDA_FP32 || n == 0) return;
+void cuda_round_trip(float *x, size_t n, DType t) {
+    if (t == DTYPE_F32 || n == 0) return;
     float *f = (float *)cudaMallocCheck(n * sizeof(float));
-    void *h = cudaMallocCheck(n * cuda_dtype_size(t));
+    void *h = cudaMallocCheck(n * dtype_size(t));
     cuda_upload(f, x, n * sizeof(float));
-    cuda_convert(h, t, f, CUDA_FP32, n);
-    cuda_convert(f, CUDA_FP32, h, t, n);
+    cuda_convert(h, t, f, DTYPE_F32, n);
+    cuda_convert(f, DTYPE_F32, h, t, n);
     cuda_download(x, f, n * sizeof(float));
     cuda_free(f);
     cuda_free(h);
@@ -225,13 +212,13 @@ __global__ void fill_normal_kernel(T *x, size_t n, float std, unsigned long long
     }
 }
 
-void cuda_fill_normal(void *x, CudaDtype t, size_t n, float std, unsigned long long seed) {
+void cuda_fill_normal(void *x, DType t, size_t n, float std, unsigned long long seed) {
     if (n == 0) return;
     unsigned blocks = elementwise_blocks(n);
     switch (t) {
-    case CUDA_FP32: fill_normal_kernel<<<blocks, 256>>>((float *)x, n, std, seed); break;
-    case CUDA_FP16: fill_normal_kernel<<<blocks, 256>>>((__half *)x, n, std, seed); break;
-    case CUDA_BF16: fill_normal_kernel<<<blocks, 256>>>((__nv_bfloat16 *)x, n, std, seed); break;
+    case DTYPE_F32: fill_normal_kernel<<<blocks, 256>>>((float *)x, n, std, seed); break;
+    case DTYPE_F16: fill_normal_kernel<<<blocks, 256>>>((__half *)x, n, std, seed); break;
+    case DTYPE_BF16: fill_normal_kernel<<<blocks, 256>>>((__nv_bfloat16 *)x, n, std, seed); break;
     }
     cudaCheckLaunch();
 }

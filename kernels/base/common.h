@@ -1,4 +1,5 @@
-// common.h: checked-call helpers shared by every layer (kernels, engine, experiments, renderer).
+// common.h: the base layer's checked-call helpers, shared by every layer (kernels, engine,
+// experiments, renderer); it includes nothing of theirs.
 // In the manner of llm.c: a failed allocation or file operation reports the file and line
 // of the call site and exits non-zero, so callers never carry NULL checks for these.
 #pragma once
@@ -16,7 +17,12 @@ FILE *fopen_check(const char *path, const char *mode, const char *file, int line
 void fwrite_check(const void *p, size_t size, size_t n, FILE *f, const char *file, int line);
 void fclose_check(FILE *f, const char *file, int line);
 
+// Memory on a 2 MiB boundary, advised for transparent huge pages (a hint, ignored where THP
+// is off), for large buffers read as long streams; free() releases it.
+void *malloc_huge_check(size_t size, const char *file, int line);
+
 #define mallocCheck(size) malloc_check(size, __FILE__, __LINE__)
+#define mallocHugeCheck(size) malloc_huge_check(size, __FILE__, __LINE__)
 #define callocCheck(n, size) calloc_check(n, size, __FILE__, __LINE__)
 #define reallocCheck(p, size) realloc_check(p, size, __FILE__, __LINE__)
 #define fopenCheck(path, mode) fopen_check(path, mode, __FILE__, __LINE__)

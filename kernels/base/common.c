@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 void die(const char *fmt, ...) {
@@ -30,6 +31,17 @@ int error_set(Error *err, const char *fmt, ...) {
 void *malloc_check(size_t size, const char *file, int line) {
     void *p = malloc(size ? size : 1);
     if (!p) die("%s:%d: out of memory allocating %zu bytes", file, line, size);
+    return p;
+}
+
+#define HUGE_ALIGN ((size_t)2 << 20)
+
+void *malloc_huge_check(size_t size, const char *file, int line) {
+    size_t rounded = (size + HUGE_ALIGN - 1) / HUGE_ALIGN * HUGE_ALIGN;
+    void *p = NULL;
+    if (posix_memalign(&p, HUGE_ALIGN, rounded ? rounded : HUGE_ALIGN) != 0)
+        die("%s:%d: out of memory allocating %zu bytes", file, line, size);
+    madvise(p, rounded, MADV_HUGEPAGE);
     return p;
 }
 

@@ -1,0 +1,100 @@
+// session.c: sequences run by an engine (see session.h).
+#include "session.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void session_open(Session *s, Engine *e, int capacity) {
+    const Config *c = &e->config;
+    if (capacity > e->s.max_keys)
+        die("session of %d positions on an engine sized for %d", capacity, e->s.max_keys);
+    s->engine = e;
+    kv_cache_alloc(&s->cache, e->ops, c->n_layers, c->n_kv_heads, c->head_dim, capacity);
+    s->logits = mallocCheck((size_t)c->vocab_size * sizeof(float));
+}
+
+void session_close(Session *s) {
+    kv_cache_free(&s->cache);
+    free(s->logits);
+    s->logits = NULL;
+}
+
+static int check_fits(const Session *s, int n, Error *err) {
+    if (n < 0 || s->cache.len + n > s->cache.capacity)
+        return error_set(err, "context of %d tokens does not fit in a KV cache of %d positions", s->cache.len + n,
+                         s->cache.capacity);
+    return 0;
+}
+
+int session_prefill(Session *s, const int *tokens, int n, float *all_logits, Error *err) {
+    if (check_fits(s, n, err)) return -1;
+    Engine *e = s->engine;
+    int max_rows = e->s.max_rows, V = e->config.vocab_size;
+    KVCache *caches[max_rows];
+    int pos[max_rows];
+    for (int done = 0; done < n;) {
+        int R = n - done < max_rows ? n - done : max_rows;
+        for (int r = 0; r < R; r++) {
+            caches[r] = &s->cache;
+            pos[r] = s->cache.len + r;
+        }
+        // Chunks before the last only fill the cache, unless every position's logits are wanted.
+        int last = done + R == n;
+        float *out = all_logits ? all_logits + (size_t)done * V : (last ? s->logits : NULL);
+        engine_forward(e, caches, tokens + done, pos, R, out, all_logits != NULL);
+        done += R;
+    }
+    if (all_logits && n > 0) memcpy(s->logits, all_logits + (size_t)(n - 1) * V, (size_t)V * sizeof(float));
+    return 0;
+}
+
+int session_decode(Session *s, int token, Error *err) {
+    Session *one[1] = {s};
+    return session_decode_batch(one, &token, 1, err);
+}
+
+int session_decode_batch(Session *const *ss, const int *tokens, int B, Error *err) {
+    if (B <= 0) return 0;
+    Engine *e = ss[0]->engine;
+    if (B > e->s.max_rows) return error_set(err, "decode batch %d exceeds the engine's %d rows", B, e->s.max_rows);
+    int V = e->config.vocab_size;
+    KVCache *caches[B];
+    int pos[B];
+    for (int b = 0; b < B; b++) {
+        if (ss[b]->engine != e) return error_set(err, "a decode batch mixes sessions of different engines");
+        if (check_fits(ss[b], 1, err)) return -1;
+        caches[b] = &ss[b]->cache;
+        pos[b] = ss[b]->cache.len;
+    }
+    float *logits = B == 1 ? ss[0]->logits : e->s.logits_host;
+    engine_forward(e, caches, tokens, pos, B, logits, 1);
+    if (B > 1)
+        for (int b = 0; b < B; b++) memcpy(ss[b]->logits, logits + (size_t)b * V, (size_t)V * sizeof(float));
+    return 0;
+}
+
+void session_truncate(Session *s, int n) { kv_cache_truncate(&s->cache, n); }
+
+int session_generate(Session *s, Sampler *sampler, int *tokens, int n_tokens, int n_new, SessionTokenFn on_token,
+                     void *ctx, Error *err) {
+    for (int i = 0; i < n_new; i++) {
+        int next = sampler_sample(sampler, s->logits, tokens, n_tokens + i, err);
+        if (next < 0) return -1;
+        tokens[n_tokens + i] = next;
+        if (on_token && on_token(ctx, next)) return i;
+        if (i + 1 < n_new && session_decode(s, next, err)) return -1;
+    }
+    return n_new;
+}
+
+void model_forward_full(const Model *m, const int *tokens, int n, float *logits, int all_logits) {
+    Engine e;
+    Session s;
+    Error err;
+    engine_open(&e, m, ops_cpu(), DTYPE_F32, n < 512 ? n : 512, n);
+    session_open(&s, &e, n);
+    if (session_prefill(&s, tokens, n, all_logits ? logits : NULL, &err)) die("model_forward_full: %s", err.msg);
+    if (!all_logits) memcpy(logits, s.logits, (size_t)e.config.vocab_size * sizeof(float));
+    session_close(&s);
+    engine_close(&e);
+}

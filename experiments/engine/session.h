@@ -1,0 +1,55 @@
+// session.h: one sequence being run by an engine (model.h): its KV cache and the logits of
+// the last position fed. Every decode loop of the lab goes through this API.
+//
+//   Engine e; engine_open(&e, &model, ops_cpu(), DTYPE_F32, 512, capacity);
+//   Session s; session_open(&s, &e, capacity);
+//   if (session_prefill(&s, prompt, n, NULL, &err)) die("%s", err.msg);   // s.logits: next token
+//   int n_out = session_generate(&s, &sampler, tokens, n, 64, on_token, ctx, &err);
+//   session_truncate(&s, n);                                          // roll back to the prompt
+//   session_close(&s); engine_close(&e);
+//
+// Errors (a context that does not fit the cache, a sampler failure) return -1 with err set;
+// nothing is fed then, and the session stays as it was.
+#pragma once
+
+#include "common.h"
+#include "model.h"
+#include "sampler.h"
+
+typedef struct {
+    Engine *engine;
+    KVCache cache;
+    float *logits; // host (V): the logits after the last position fed
+} Session;
+
+// A session for sequences of up to capacity positions (<= the engine's max_keys).
+void session_open(Session *s, Engine *e, int capacity);
+void session_close(Session *s);
+static inline int session_len(const Session *s) { return s->cache.len; }
+
+// Feed n tokens from position session_len, in chunks of the engine's max_rows. The last
+// position's logits go to s->logits; all_logits (host, (n, V)), if not NULL, gets every one.
+int session_prefill(Session *s, const int *tokens, int n, float *all_logits, Error *err);
+// Feed one token.
+int session_decode(Session *s, int token, Error *err);
+// Feed one token to each of B sessions of one engine in a single forward (a batched decode
+// step); each session's logits land in its own s->logits.
+int session_decode_batch(Session *const *ss, const int *tokens, int B, Error *err);
+// Keep the first n positions (0 <= n <= session_len): roll back what was fed after them. The
+// logits are those of whatever is fed next.
+void session_truncate(Session *s, int n);
+
+// Called with each sampled token; a non-zero return stops the generation there, that token
+// not counted as generated (an end token).
+typedef int (*SessionTokenFn)(void *ctx, int token);
+
+// Sample up to n_new tokens after the n_tokens of `tokens` (the sequence so far, already fed:
+// its last logits are in s->logits; the sampler's penalties read it as history). Each sampled
+// token is appended to tokens (room for n_tokens + n_new), passed to on_token, then fed,
+// except the last one, which is never needed. Returns the number generated, or -1.
+int session_generate(Session *s, Sampler *sampler, int *tokens, int n_tokens, int n_new, SessionTokenFn on_token,
+                     void *ctx, Error *err);
+
+// The no-cache baseline on the CPU: every position of tokens computed from nothing, through
+// a throw-away engine and session. logits (host): (n, V) if all_logits, else (V) of the last.
+void model_forward_full(const Model *m, const int *tokens, int n, float *logits, int all_logits);

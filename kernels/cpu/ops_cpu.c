@@ -1,0 +1,105 @@
+// ops_cpu.c: the CPU backend table (ops.h) over the kernels of kernels.h. Backend memory is
+// host memory, so upload and download are copies; weights must be fp32 (the quantised types
+// arrive with their own dot kernels).
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "kernels.h"
+
+size_t dtype_size(DType t) { return t == DTYPE_F32 ? 4 : 2; }
+
+static const char *DTYPE_NAMES[] = {"fp32", "fp16", "bf16"};
+#define N_DTYPES (int)(sizeof DTYPE_NAMES / sizeof DTYPE_NAMES[0])
+
+const char *dtype_name(DType t) { return (int)t >= 0 && (int)t < N_DTYPES ? DTYPE_NAMES[t] : "?"; }
+
+int dtype_from_name(const char *name) {
+    for (int i = 0; i < N_DTYPES; i++)
+        if (strcmp(name, DTYPE_NAMES[i]) == 0) return i;
+    return -1;
+}
+
+static void *cpu_alloc(size_t bytes) { return mallocCheck(bytes); }
+static void cpu_free(void *p) { free(p); }
+static void cpu_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+
+static size_t cpu_allocated_bytes(void) {
+    struct mallinfo2 m = mallinfo2();
+    return m.uordblks + m.hblkhd; // in-use bytes of the arena, plus large blocks (mmap)
+}
+
+static void cpu_convert(void *dst, DType dst_t, const void *src, DType src_t, size_t n) {
+    if (dst_t != DTYPE_F32 || src_t != DTYPE_F32)
+        die("cpu convert: %s to %s is not supported", dtype_name(src_t), dtype_name(dst_t));
+    memmove(dst, src, n * sizeof(float));
+}
+
+static void cpu_matmul(float *out, const float *x, const Tensor *w, int R, void *scratch) {
+    (void)scratch;
+    if (w->dtype != DTYPE_F32) die("cpu matmul: %s weights are not supported", dtype_name(w->dtype));
+    matmul(out, x, w->data, R, w->cols, w->rows);
+}
+
+static size_t cpu_matmul_scratch_bytes(DType t, int R, int cols) {
+    (void)t, (void)R, (void)cols;
+    return 0;
+}
+
+static void cpu_add(float *x, const float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+static void cpu_embedding(float *out, const Tensor *table, const int *tokens, int R) {
+    if (table->dtype != DTYPE_F32) die("cpu embedding: %s tables are not supported", dtype_name(table->dtype));
+    size_t C = table->cols;
+    for (int r = 0; r < R; r++) // (R, C)
+        memcpy(out + r * C, (const float *)table->data + (size_t)tokens[r] * C, C * sizeof(float));
+}
+
+static void cpu_rope(float *x, int R, int n_heads, int head_dim, const int *pos, const float *inv_freq,
+                     float mscale) {
+    for (int r = 0; r < R; r++)
+        rope_rotate(x + (size_t)r * n_heads * head_dim, n_heads, head_dim, pos[r], inv_freq, mscale);
+}
+
+static void cpu_kv_write(const KVRows *kv, const float *k, const float *v, int kv_dim) {
+    for (int r = 0; r < kv->R; r++) {
+        size_t at = (size_t)kv->pos[r] * kv_dim;
+        memcpy(kv->keys[r] + at, k + (size_t)r * kv_dim, kv_dim * sizeof(float));
+        memcpy(kv->values[r] + at, v + (size_t)r * kv_dim, kv_dim * sizeof(float));
+    }
+}
+
+static void cpu_attention(float *out, const float *q, const KVRows *kv, const AttentionShape *s, void *scratch,
+                          size_t scratch_bytes) {
+    attention_kv(out, q, kv, s, scratch, scratch_bytes);
+}
+
+static const Ops CPU_OPS = {
+    .name = "cpu",
+    .host_memory = 1,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .allocated_bytes = cpu_allocated_bytes,
+    .convert = cpu_convert,
+    .matmul = cpu_matmul,
+    .matmul_scratch_bytes = cpu_matmul_scratch_bytes,
+    .rmsnorm = rmsnorm,
+    .swiglu = swiglu,
+    .add = cpu_add,
+    .embedding = cpu_embedding,
+    .rope = cpu_rope,
+    .kv_write = cpu_kv_write,
+    .attention = cpu_attention,
+    .attention_scratch_bytes = attention_kv_scratch_bytes,
+};
+
+const Ops *ops_cpu(void) { return &CPU_OPS; }
+
+#ifndef INFERLAB_CUDA
+const Ops *ops_cuda(void) { return NULL; }
+#endif

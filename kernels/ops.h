@@ -1,0 +1,108 @@
+// ops.h: the backend interface of inferlab's kernels, in the manner of ggml's backends: one
+// table of operations per backend (CPU: kernels/cpu/ops_cpu.c; CUDA: kernels/cuda/ops_cuda.cu),
+// through which the engine's single forward pass runs on either. The table knows no model
+// types: it takes plain pointers, shapes, typed weight tensors and a view of KV-cache rows.
+//
+// Every pointer an op takes lives in the backend's memory (host memory on the CPU, device
+// memory on CUDA) and comes from its alloc; upload / download move bytes between the host
+// and that memory (on the CPU they are memcpy). Ops allocate nothing: scratch is passed in.
+// Work is issued in order; download waits for everything issued before it.
+//
+//   const Ops *ops = ops_cpu();            // or ops_cuda(), NULL when the build has no CUDA
+//   float *x = ops->alloc(n * sizeof(float));
+//   ops->upload(x, host, n * sizeof(float));
+//   ops->rmsnorm(x, x, gain, T, C, 1e-5f);
+//   ops->download(host, x, n * sizeof(float));
+//   ops->free(x);
+#pragma once
+
+#include <stddef.h>
+
+// Element types of weight tensors. Activations, norms and KV caches are fp32.
+typedef enum { DTYPE_F32 = 0, DTYPE_F16, DTYPE_BF16 } DType;
+
+size_t dtype_size(DType t);
+const char *dtype_name(DType t);       // "fp32", "fp16", "bf16" (the benchmarks' dtype column)
+int dtype_from_name(const char *name); // -1 on an unknown name
+
+// A weight matrix of shape (rows, cols), row-major, in backend memory: it maps an input
+// row of cols to an output row of rows.
+typedef struct {
+    DType dtype;
+    const void *data;
+    int rows, cols;
+} Tensor;
+
+// The attention of one layer: n_heads query heads over n_kv_heads key/value heads (query
+// head h reads KV head h / (n_heads / n_kv_heads)), scores q.k * scale.
+typedef struct {
+    int n_heads, n_kv_heads, head_dim;
+    int window;   // 0 = full causal attention
+    int n_sink;   // first n_sink positions stay visible outside the window
+    float scale;  // usually 1/sqrt(head_dim)
+} AttentionShape;
+
+// Does a query at position p see the key at position j? Shared by every attention kernel.
+static inline int attention_visible(int p, int j, int window, int n_sink) {
+    return j <= p && (window == 0 || p - j < window || j < n_sink);
+}
+
+// Where R query rows find one layer's keys and values: row r is at position pos[r] of its
+// sequence, whose cached keys and values for this layer start at keys[r] and values[r],
+// (capacity, n_kv_heads * head_dim) contiguous, position p at row p. Rows of one sequence
+// share the pointers; a prefill chunk is consecutive rows of one sequence, a batched decode
+// step one row of each. All three arrays live in backend memory.
+typedef struct {
+    int R;
+    const int *pos;       // (R)
+    float *const *keys;   // (R)
+    float *const *values; // (R)
+} KVRows;
+
+typedef struct Ops {
+    const char *name; // "cpu", "cuda"
+    int host_memory;  // 1 when backend memory is host memory: host fp32 data can be used in place
+
+    void *(*alloc)(size_t bytes); // dies naming the caller's need when memory runs out
+    void (*free)(void *p);        // NULL is allowed
+    void (*upload)(void *dst, const void *src_host, size_t bytes);
+    void (*download)(void *dst_host, const void *src, size_t bytes);
+    // Bytes of backend memory allocated now, as the backend's allocator counts them (the C
+    // heap's in-use bytes on the CPU, the tracking allocator's on CUDA): memory experiments
+    // measure an allocation as the difference across it.
+    size_t (*allocated_bytes)(void);
+    // dst[i] = (dst_t) src[i] for n elements of backend memory, rounding to nearest even.
+    void (*convert)(void *dst, DType dst_t, const void *src, DType src_t, size_t n);
+
+    // out (R, w.rows) = x (R, w.cols) @ w^T. scratch: matmul_scratch_bytes(w.dtype, R, w.cols)
+    // bytes (the input rounded to the weights' type where the backend needs that).
+    void (*matmul)(float *out, const float *x, const Tensor *w, int R, void *scratch);
+    size_t (*matmul_scratch_bytes)(DType t, int R, int cols);
+    // out (R, C) = x / rms(x) * weight, per row (in place allowed).
+    void (*rmsnorm)(float *out, const float *x, const float *weight, int R, int C, float eps);
+    // out (R, H) = silu(gate) * up (out may alias gate).
+    void (*swiglu)(float *out, const float *gate, const float *up, int R, int H);
+    // x += y, n elements (the residual adds).
+    void (*add)(float *x, const float *y, size_t n);
+    // out (R, table.cols) = rows tokens[r] of table, as fp32; tokens (R).
+    void (*embedding)(float *out, const Tensor *table, const int *tokens, int R);
+    // Rotate adjacent pairs of every head of row r of x (R, n_heads * head_dim) by the angle
+    // pos[r] * inv_freq[i], scaled by mscale (YaRN's attention temperature; 1 otherwise).
+    void (*rope)(float *x, int R, int n_heads, int head_dim, const int *pos, const float *inv_freq,
+                 float mscale);
+    // Store row r of k and v (R, kv_dim) at position pos[r] of its sequence's keys / values.
+    void (*kv_write)(const KVRows *kv, const float *k, const float *v, int kv_dim);
+    // Causal attention of q (R, n_heads * head_dim) against the rows' caches (window and sinks
+    // as in attention_visible, only visible keys visited) into out (same shape).
+    // scratch: attention_scratch_bytes(max_keys) bytes with max_keys >= every pos[r] + 1 (the
+    // CPU's per-thread score rows, sized for the thread count at the time of that call); the
+    // op dies if scratch_bytes is too small for this call.
+    void (*attention)(float *out, const float *q, const KVRows *kv, const AttentionShape *s, void *scratch,
+                      size_t scratch_bytes);
+    size_t (*attention_scratch_bytes)(int max_keys);
+} Ops;
+
+const Ops *ops_cpu(void);
+// The CUDA table, or NULL when this build has no CUDA. It needs cuda_init() first
+// (kernels_cuda.h); callers check cuda_available() before that.
+const Ops *ops_cuda(void);

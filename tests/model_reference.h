@@ -1,0 +1,147 @@
+// model_reference.h: what the model tests of every backend share (test_model.c for the CPU,
+// test_cuda.c for the GPU): small random models, a plain reference forward written with the
+// double-precision reference kernels, and a server-like run of two sequences through an
+// engine of any backend (chunked prefill, then batched decode steps).
+#pragma once
+
+#include <math.h>
+#include <string.h>
+
+#include "common.h"
+#include "model.h"
+#include "reference.h"
+#include "session.h"
+#include "test_util.h"
+
+// A model with N(0, std) weights and random (not unit) norm gains, so a wrong gain index
+// cannot hide.
+static inline void random_model(Model *m, const Config *c, uint64_t seed, float std) {
+    char why[128];
+    if (!config_validate(c, why, sizeof why)) fail_msg("bad test config: %s", why);
+    model_alloc(m, c);
+    model_init_random(m, seed, std);
+    uint64_t rng = rng_seed(seed + 99);
+    for (int i = 0; i < c->n_layers * c->dim; i++) {
+        m->weights.rms_att[i] = 1.0f + 0.2f * rng_normal(&rng);
+        m->weights.rms_ffn[i] = 1.0f + 0.2f * rng_normal(&rng);
+    }
+}
+
+static inline void random_tokens(int *tokens, int n, int vocab, uint64_t seed) {
+    uint64_t rng = rng_seed(seed);
+    for (int i = 0; i < n; i++) tokens[i] = (int)(rng_u64(&rng) % vocab);
+}
+
+// Rounds n floats in place to a backend's matmul input type (NULL: no rounding).
+typedef void (*RoundFn)(float *x, size_t n, DType t);
+
+// A plain forward of every position of one sequence with the reference kernels, attention
+// over the whole sequence at once: independent of caches, chunking and backends. round, when
+// set, rounds each matmul input to t where a backend with t weights rounds it (the weights
+// themselves must already be rounded), so it computes what that backend computes, up to
+// accumulation order. logits (T, V).
+static inline void ref_forward(const Model *m, const int *tokens, int T, float *logits, RoundFn round, DType t) {
+    const Config *c = &m->config;
+    const Weights *w = &m->weights;
+    int C = c->dim, H = c->hidden_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+    float *x = mallocCheck((size_t)T * C * 4), *xb = mallocCheck((size_t)T * C * 4);
+    float *q = mallocCheck((size_t)T * qd * 4), *k = mallocCheck((size_t)T * kvd * 4);
+    float *v = mallocCheck((size_t)T * kvd * 4), *att = mallocCheck((size_t)T * qd * 4);
+    float *proj = mallocCheck((size_t)T * C * 4), *h1 = mallocCheck((size_t)T * H * 4), *h3 = mallocCheck((size_t)T * H * 4);
+    float *inv_freq = mallocCheck((size_t)hd / 2 * sizeof(float));
+    float mscale = rope_frequencies(inv_freq, hd, &c->rope);
+    AttentionShape s = {c->n_heads, c->n_kv_heads, hd, c->window, c->n_sink, 1.0f / sqrtf((float)hd)};
+#define ROUND(buf, n) \
+    if (round) round(buf, n, t)
+    for (int i = 0; i < T; i++) memcpy(x + (size_t)i * C, w->token_embedding + (size_t)tokens[i] * C, C * 4);
+    for (int l = 0; l < c->n_layers; l++) {
+        ref_rmsnorm(xb, x, w->rms_att + l * C, T, C, c->norm_eps);
+        ROUND(xb, (size_t)T * C);
+        ref_matmul(q, xb, w->wq + (size_t)l * qd * C, T, C, qd);
+        ref_matmul(k, xb, w->wk + (size_t)l * kvd * C, T, C, kvd);
+        ref_matmul(v, xb, w->wv + (size_t)l * kvd * C, T, C, kvd);
+        for (int i = 0; i < T; i++) {
+            ref_rope_rotate(q + (size_t)i * qd, c->n_heads, hd, i, inv_freq, mscale);
+            ref_rope_rotate(k + (size_t)i * kvd, c->n_kv_heads, hd, i, inv_freq, mscale);
+        }
+        ref_attention_kv(att, q, k, v, T, 0, &s);
+        ROUND(att, (size_t)T * qd);
+        ref_matmul(proj, att, w->wo + (size_t)l * C * qd, T, qd, C);
+        for (size_t i = 0; i < (size_t)T * C; i++) x[i] += proj[i];
+        ref_rmsnorm(xb, x, w->rms_ffn + l * C, T, C, c->norm_eps);
+        ROUND(xb, (size_t)T * C);
+        ref_matmul(h1, xb, w->w1 + (size_t)l * H * C, T, C, H);
+        ref_matmul(h3, xb, w->w3 + (size_t)l * H * C, T, C, H);
+        ref_swiglu(h1, h1, h3, T, H);
+        ROUND(h1, (size_t)T * H);
+        ref_matmul(proj, h1, w->w2 + (size_t)l * C * H, T, H, C);
+        for (size_t i = 0; i < (size_t)T * C; i++) x[i] += proj[i];
+    }
+    ref_rmsnorm(xb, x, w->rms_final, T, C, c->norm_eps);
+    ROUND(xb, (size_t)T * C);
+#undef ROUND
+    ref_matmul(logits, xb, w->wcls, T, C, c->vocab_size);
+    float *bufs[] = {x, xb, q, k, v, att, proj, h1, h3, inv_freq};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+}
+
+// Two sequences, as a server runs them: prefill each (9 and 5 tokens, in chunks of
+// MAX_ROWS rows), then STEPS decode steps of both at once, on an engine of ops with dtype
+// weights. logits[b] (PROMPT_LENS[b] + STEPS, V): row i is the prediction after token i.
+enum { N_SEQ = 2, STEPS = 3, MAX_ROWS = 4, MAX_LEN = 9 + STEPS };
+static const int PROMPT_LENS[N_SEQ] = {9, 5};
+
+static inline void run_sequences(const Model *m, const Ops *ops, DType dtype, int tokens[N_SEQ][MAX_LEN],
+                          float *logits[N_SEQ]) {
+    const Config *c = &m->config;
+    int V = c->vocab_size;
+    Engine e;
+    Session seq[N_SEQ];
+    Session *ptrs[N_SEQ];
+    Error err;
+    engine_open(&e, m, ops, dtype, MAX_ROWS, c->seq_len);
+    for (int b = 0; b < N_SEQ; b++) {
+        session_open(&seq[b], &e, c->seq_len);
+        ptrs[b] = &seq[b];
+        if (session_prefill(&seq[b], tokens[b], PROMPT_LENS[b], logits[b], &err)) fail_msg("%s", err.msg);
+    }
+    for (int i = 0; i < STEPS; i++) {
+        int next[N_SEQ];
+        for (int b = 0; b < N_SEQ; b++) next[b] = tokens[b][PROMPT_LENS[b] + i];
+        if (session_decode_batch(ptrs, next, N_SEQ, &err)) fail_msg("%s", err.msg);
+        for (int b = 0; b < N_SEQ; b++)
+            memcpy(logits[b] + (size_t)(PROMPT_LENS[b] + i) * V, seq[b].logits, V * sizeof(float));
+    }
+    for (int b = 0; b < N_SEQ; b++) {
+        assert_int_equal(session_len(&seq[b]), PROMPT_LENS[b] + STEPS);
+        session_close(&seq[b]);
+    }
+    engine_close(&e);
+}
+
+// The largest relative logit error of run_sequences on ops / dtype against ref_forward, over
+// both sequences, for a random model of config c (weights rounded by round to dtype first).
+static inline double backend_vs_reference(const Config *c, const Ops *ops, DType dtype, RoundFn round) {
+    Model m;
+    random_model(&m, c, 21, 0.15f);
+    if (round) round(m.params, m.n_params, dtype); // the reference sees the weights the backend stores
+    uint64_t rng = rng_seed(22);
+    int tokens[N_SEQ][MAX_LEN], V = c->vocab_size;
+    float *got[N_SEQ], *ref = mallocCheck((size_t)MAX_LEN * V * sizeof(float));
+    for (int b = 0; b < N_SEQ; b++) {
+        for (int i = 0; i < MAX_LEN; i++) tokens[b][i] = (int)(rng_u64(&rng) % V);
+        got[b] = mallocCheck((size_t)MAX_LEN * V * sizeof(float));
+    }
+    run_sequences(&m, ops, dtype, tokens, got);
+    double worst = 0.0;
+    for (int b = 0; b < N_SEQ; b++) {
+        int n = PROMPT_LENS[b] + STEPS;
+        ref_forward(&m, tokens[b], n, ref, round, dtype);
+        double e = max_rel_error(got[b], ref, (size_t)n * V);
+        worst = e > worst ? e : worst;
+        free(got[b]);
+    }
+    free(ref);
+    model_free(&m);
+    return worst;
+}
