@@ -13,8 +13,9 @@
 // Set the threads used by OpenMP loops and by OpenBLAS (n <= 0: leave the default).
 void kernels_set_threads(int n);
 
-// out (T, d) = x (T, n) @ w (d, n)^T. sgemm for T > 1; for T == 1 a row-streaming
-// matrix-vector product, faster than sgemv when the weights come from DRAM (see kernels.c).
+// out (T, d) = x (T, n) @ w (d, n)^T. sgemm for T > 16; for T <= 16 a row-streaming
+// matrix-vector product, faster than sgemv when the weights come from DRAM, whose row t is
+// bit-identical to the T == 1 result on x_t (see kernels.c).
 void matmul(float *out, const float *x, const float *w, int T, int n, int d);
 
 // out (T, C) = x / rms(x) * weight, per row; rms over C with eps inside the root.

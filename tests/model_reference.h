@@ -13,6 +13,22 @@
 #include "session.h"
 #include "test_util.h"
 
+// A small config: C 48, H 96, L 2, hd 12, V 67, context 64; heads, window and sinks as given.
+static inline Config small_config(int n_heads, int n_kv_heads, int window, int n_sink) {
+    Config c = config_default();
+    c.dim = 48;
+    c.hidden_dim = 96;
+    c.n_layers = 2;
+    c.n_heads = n_heads;
+    c.n_kv_heads = n_kv_heads;
+    c.head_dim = 12;
+    c.vocab_size = 67;
+    c.seq_len = 64;
+    c.window = window;
+    c.n_sink = n_sink;
+    return c;
+}
+
 // A model with N(0, std) weights and random (not unit) norm gains, so a wrong gain index
 // cannot hide.
 static inline void random_model(Model *m, const Config *c, uint64_t seed, float std) {

@@ -462,17 +462,7 @@ static void test_attention_bench(void **state) {
 // ---- a whole model ----------------------------------------------------------------------------
 
 static Config gpu_test_config(int n_kv_heads, int window, int n_sink, RopeScaling scaling) {
-    Config c = config_default();
-    c.dim = 48;
-    c.hidden_dim = 96;
-    c.n_layers = 2;
-    c.n_heads = 4;
-    c.n_kv_heads = n_kv_heads;
-    c.head_dim = 12;
-    c.vocab_size = 67;
-    c.seq_len = 32;
-    c.window = window;
-    c.n_sink = n_sink;
+    Config c = small_config(4, n_kv_heads, window, n_sink);
     c.rope.scaling = scaling;
     if (scaling == ROPE_YARN) {
         c.rope.factor = 2.0f;

@@ -34,8 +34,28 @@ static void test_matmul(void **state) {
     check_matmul(1, 288, 768);  // matrix-vector path
     check_matmul(1, 301, 4000); // n not a multiple of 8 (tail loops)
     check_matmul(1, 5, 3);      // shorter than one vector
-    check_matmul(7, 33, 65);    // odd sizes, sgemm path
+    check_matmul(7, 33, 65);    // odd sizes, a few rows
+    check_matmul(17, 33, 65);   // sgemm path
     check_matmul(64, 288, 288);
+}
+
+// Up to 16 rows, row t of a matmul is bit for bit the single-row result on x_t: what lets a
+// speculative verification of several tokens round exactly as decoding them one by one.
+static void test_matmul_rows_match_single_rows(void **state) {
+    (void)state;
+    uint64_t rng = rng_seed(9);
+    int shapes[][3] = {{2, 288, 768}, {9, 301, 130}, {16, 5, 3}};
+    for (int s = 0; s < 3; s++) {
+        int T = shapes[s][0], n = shapes[s][1], d = shapes[s][2];
+        float *x = random_buffer((size_t)T * n, &rng), *w = random_buffer((size_t)d * n, &rng);
+        float *rows = mallocCheck((size_t)T * d * sizeof(float)), *one = mallocCheck((size_t)d * sizeof(float));
+        matmul(rows, x, w, T, n, d);
+        for (int t = 0; t < T; t++) {
+            matmul(one, x + (size_t)t * n, w, 1, n, d);
+            assert_memory_equal(rows + (size_t)t * d, one, (size_t)d * sizeof(float));
+        }
+        free(x); free(w); free(rows); free(one);
+    }
 }
 
 static void test_rmsnorm(void **state) {
@@ -167,7 +187,7 @@ static void test_attention_kv(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_matmul),  cmocka_unit_test(test_rmsnorm), cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_matmul), cmocka_unit_test(test_matmul_rows_match_single_rows),  cmocka_unit_test(test_rmsnorm), cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_rope),    cmocka_unit_test(test_swiglu),  cmocka_unit_test(test_attention_kv),
         cmocka_unit_test(test_attention_kv_rows_of_many_sequences),
     };

@@ -23,20 +23,6 @@
 #include "sampler.h"
 #include "session.h"
 
-static Config small_config(int n_heads, int n_kv_heads, int window, int n_sink) {
-    Config c = config_default();
-    c.dim = 48;
-    c.hidden_dim = 96;
-    c.n_layers = 2;
-    c.n_heads = n_heads;
-    c.n_kv_heads = n_kv_heads;
-    c.head_dim = 12;
-    c.vocab_size = 67;
-    c.seq_len = 64;
-    c.window = window;
-    c.n_sink = n_sink;
-    return c;
-}
 
 static void test_forward_matches_reference(void **state) {
     (void)state;
@@ -178,6 +164,37 @@ static void test_truncate_rolls_back(void **state) {
     engine_close(&e);
     free(rolled);
     free(fresh);
+    model_free(&m);
+}
+
+// Feeding k <= 16 tokens in one prefill (a speculative verification) gives, bit for bit, the
+// logits of decoding them one at a time: the two paths round alike, so greedy speculative
+// decoding can reproduce greedy decoding token for token.
+static void test_verify_rows_equal_decode_steps(void **state) {
+    (void)state;
+    Config c = small_config(4, 2, 0, 0);
+    Model m;
+    random_model(&m, &c, 51, 0.3f);
+    int V = c.vocab_size, tokens[30];
+    random_tokens(tokens, 30, V, 6);
+    float *rows = mallocCheck((size_t)9 * V * 4);
+    Engine e;
+    Session a, b;
+    Error err;
+    engine_open(&e, &m, ops_cpu(), DTYPE_F32, 16, 30);
+    session_open(&a, &e, 30);
+    session_open(&b, &e, 30);
+    if (session_prefill(&a, tokens, 21, NULL, &err) || session_prefill(&b, tokens, 21, NULL, &err))
+        fail_msg("%s", err.msg);
+    if (session_prefill(&a, tokens + 21, 9, rows, &err)) fail_msg("%s", err.msg);
+    for (int i = 0; i < 9; i++) {
+        if (session_decode(&b, tokens[21 + i], &err)) fail_msg("%s", err.msg);
+        assert_memory_equal(rows + (size_t)i * V, b.logits, (size_t)V * sizeof(float));
+    }
+    session_close(&a);
+    session_close(&b);
+    engine_close(&e);
+    free(rows);
     model_free(&m);
 }
 
@@ -387,6 +404,7 @@ int main(void) {
         cmocka_unit_test(test_cache_equals_recompute),
         cmocka_unit_test(test_batched_decode_equals_single),
         cmocka_unit_test(test_truncate_rolls_back),
+        cmocka_unit_test(test_verify_rows_equal_decode_steps),
         cmocka_unit_test(test_session_overflow_is_an_error),
         cmocka_unit_test(test_generate_greedy),
         cmocka_unit_test(test_gqa_equals_mha_with_repeated_heads),
