@@ -52,10 +52,7 @@
 #include "peak.h"
 #include "rng.h"
 #include "session.h"
-
-#ifdef INFERLAB_CUDA
-#include "kernels_cuda.h"
-#endif
+#include "kernels_cuda.h" // declarations only: usable without CUDA in the build
 
 #define DEFAULT_MODEL "out/models/target.gguf"
 #define DEFAULT_HARDWARE "templates/hardware.csv"
