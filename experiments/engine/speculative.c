@@ -217,9 +217,12 @@ int speculative_generate(Speculative *sd, int *tokens, int n_tokens, int n_new, 
                          Error *err) {
     if (n_new < 0) return error_set(err, "speculative: cannot generate %d tokens", n_new);
     if (n_new == 0) return 0;
-    if (session_len(sd->target) != n_tokens || (sd->draft && session_len(sd->draft) != n_tokens))
-        return error_set(err, "speculative: the sessions hold %d (target) and %d (draft) positions, not the %d tokens",
-                         session_len(sd->target), sd->draft ? session_len(sd->draft) : n_tokens, n_tokens);
+    if (session_len(sd->target) != n_tokens)
+        return error_set(err, "speculative: the target session holds %d positions, not the %d tokens of the context",
+                         session_len(sd->target), n_tokens);
+    if (sd->draft && session_len(sd->draft) != n_tokens)
+        return error_set(err, "speculative: the draft session holds %d positions, not the %d tokens of the context",
+                         session_len(sd->draft), n_tokens);
     // the last token is never fed: the target holds at most n_tokens + n_new - 1 positions
     int most = n_tokens + n_new - 1;
     if (check_fits(sd->target, most, "target", err) || (sd->draft && check_fits(sd->draft, most, "draft", err)))

@@ -34,7 +34,9 @@
 // rows: hence gamma <= 15), so greedy speculative output equals greedy decoding exactly.
 //
 // Errors (gamma out of range, a draft of another vocabulary, a context that does not fit,
-// sessions that do not hold the sequence) return -1 with err set, before anything is fed.
+// sessions that do not hold the sequence) return -1 with err set, before anything is fed. A
+// failure inside a step (a sampler error: NaN logits) also returns -1, the sessions then in
+// no promised state.
 #pragma once
 
 #include "sampler.h"
