@@ -98,8 +98,8 @@ int lookup_draft(int *tokens, int n, int g, int ngram_min, int ngram_max) {
     return 0;
 }
 
-// Draft up to g tokens into tokens[n..n+g) with their distributions in sd->q; returns how
-// many were drafted, or -1.
+// The two drafts: up to g tokens into tokens[n..n+g), the distributions they were drawn from
+// into sd->q; each returns how many it drafted, or -1.
 static int draft_by_lookup(Speculative *sd, int *tokens, int n, int g) {
     int V = sd->vocab_size;
     g = lookup_draft(tokens, n, g, sd->params.ngram_min, sd->params.ngram_max);
@@ -142,7 +142,10 @@ static int draft_by_model(Speculative *sd, int *tokens, int n, int g, Error *err
 static int target_distributions(Speculative *sd, const int *tokens, int n, int g, Error *err) {
     Session *t = sd->target;
     size_t V = (size_t)sd->vocab_size;
-    int fed = session_len(t); // n (the caller's prefill: logits are p_1's) or n - 1 (after a step)
+    // fed is n (the caller's prefill, whose logits are p_1's) or n - 1 (after a step). The
+    // caller's logits are used as they are rather than t_n fed again: a long prompt went through
+    // sgemm, which rounds unlike single rows, and plain decoding samples from those logits.
+    int fed = session_len(t);
     if (fed == n) memcpy(sd->logits, t->logits, V * sizeof(float));
     int rows = n + g - fed;
     if (rows > 0) {
