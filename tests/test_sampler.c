@@ -16,6 +16,7 @@
 #include <cmocka.h>
 #include <string.h>
 
+#include "chi_square.h"
 #include "common.h"
 #include "sampler.h"
 #include "test_util.h"
@@ -35,7 +36,7 @@ static float *random_logits(int n, float sigma, uint64_t *rng) {
     return x;
 }
 
-static const double *sort_key; // ref_order's comparator reads the logits through this
+static const double *sort_key; // ref_compare reads the logits through this
 
 static int ref_compare(const void *a, const void *b) {
     int i = *(const int *)a, j = *(const int *)b;
@@ -226,45 +227,6 @@ static void test_masked_logits(void **state) {
 }
 
 // --- draws vs the distribution: chi-square --------------------------------------------------
-
-// Pearson's statistic of observed counts against expected probabilities (n draws), pooling
-// the smallest expectations until every bin expects >= 5. Sets *df = bins - 1.
-static double chi_square(const int *observed, const float *expected_p, int V, int n_draws, int *df) {
-    int *order = mallocCheck((size_t)V * sizeof(int)), m = 0;
-    double *key = mallocCheck((size_t)V * sizeof(double));
-    for (int i = 0; i < V; i++) {
-        key[i] = -(double)expected_p[i]; // ref_compare sorts descending: negate for ascending
-        if (expected_p[i] > 0) order[m++] = i;
-    }
-    sort_key = key;
-    qsort(order, (size_t)m, sizeof(int), ref_compare);
-    double stat = 0.0, e = 0.0, o = 0.0, last_e = 0.0, last_o = 0.0;
-    int bins = 0;
-    for (int r = 0; r < m; r++) {
-        e += (double)n_draws * expected_p[order[r]];
-        o += observed[order[r]];
-        if (e >= 5.0 || r == m - 1) {
-            if (e < 5.0 && bins > 0) { // a short last bin joins the one before
-                stat -= (last_o - last_e) * (last_o - last_e) / last_e;
-                e += last_e;
-                o += last_o;
-                bins--;
-            }
-            stat += (o - e) * (o - e) / e;
-            bins++;
-            last_e = e, last_o = o;
-            e = o = 0.0;
-        }
-    }
-    free(order); free(key);
-    *df = bins - 1;
-    return stat;
-}
-
-static double chi_square_critical_001(int df) {
-    double a = 2.0 / (9.0 * df), c = 1.0 - a + 3.0902 * sqrt(a);
-    return df * c * c * c;
-}
 
 // Draw n times with params p at a fixed seed; the counts must fit the filtered distribution
 // and must not fit the distribution of params `wrong`.
