@@ -1,10 +1,12 @@
 // test_e2e.c: the whole pipeline, end to end: `make report PROFILE=quick OUT=<tmp>` must
 // leave every CSV with its header and row count, and a PDF whose text holds each section
 // and numbers taken from the CSVs; every measured row must name its backend (cpu; cuda too
-// where the report ran on a GPU), and without a GPU every --backend cuda run must end "not
-// run" (exit 2) and write nothing; a second run of the experiments with the same seeds must
-// reproduce every non-timing column exactly.
-// Run from the repository root: make test (it sets INFERLAB_ROOT); takes a minute or two.
+// where the report ran on a GPU), and without a GPU every --backend cuda run (of the
+// Makefile's CUDA_EXPERIMENTS) must end "not run" (exit 2) and write nothing; a second run
+// of the experiments (`make experiments`, the report's steps without the PDF) with the same
+// seeds must reproduce every non-timing column exactly.
+// Run from the repository root: make test (it sets INFERLAB_ROOT, INFERLAB_BIN and
+// INFERLAB_CUDA_EXPERIMENTS); takes a minute or two.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,7 +19,7 @@
 #include "common.h"
 #include "csv.h"
 
-static char root[512], bin[512], out_dir[256], again_dir[256];
+static char root[512], bin[512], tmp_dir[64], out_dir[256], again_dir[256];
 
 #define MAX_FIELDS 64
 
@@ -92,6 +94,7 @@ static int setup(void **state) {
     snprintf(bin, sizeof bin, "%s", b ? b : "bin");
     char tmpl[] = "/tmp/inferlab-e2e-XXXXXX";
     if (!mkdtemp(tmpl)) return -1;
+    snprintf(tmp_dir, sizeof tmp_dir, "%s", tmpl);
     snprintf(out_dir, sizeof out_dir, "%s/run", tmpl);
     snprintf(again_dir, sizeof again_dir, "%s/again", tmpl);
     char cmd[4096];
@@ -103,8 +106,8 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[2400];
-    snprintf(cmd, sizeof cmd, "rm -rf %s %s %s.log", out_dir, again_dir, out_dir);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_dir);
     return system(cmd) == 0 ? 0 : -1;
 }
 
@@ -190,17 +193,26 @@ static void test_backend_column(void **state) {
             check_backend_column(out_dir, CUDA_CSVS[i], "cuda");
         return;
     }
-    char dir[300], cmd[4096];
+    char dir[300], cmd[4096], list[1024];
     snprintf(dir, sizeof dir, "%s/nocuda", again_dir);
-    const char *programs[] = {"kv_cache --model out/models/quick/target.gguf", "attention_kernels",
-                              "hardware_budget --model out/models/quick/target.gguf"};
-    for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++) {
-        snprintf(cmd, sizeof cmd, "cd %s && %s/%s --backend cuda --profile quick --out %s 2>/dev/null", root, bin,
-                 programs[i], dir);
+    const char *experiments = getenv("INFERLAB_CUDA_EXPERIMENTS");
+    if (!experiments || !*experiments) fail_msg("INFERLAB_CUDA_EXPERIMENTS is not set (run through make test)");
+    snprintf(list, sizeof list, "%s", experiments);
+    for (char *name = strtok(list, " "); name; name = strtok(NULL, " ")) {
+        snprintf(cmd, sizeof cmd, "cd %s && %s/%s --backend cuda --profile quick --out %s 2> %s/nocuda.stderr", root,
+                 bin, name, dir, tmp_dir);
         int status = system(cmd);
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 2)
-            fail_msg("%s --backend cuda without a device: exit status %d, want 2", programs[i],
+            fail_msg("%s --backend cuda without a device: exit status %d, want 2", name,
                      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        // exit 2 is also what a usage error gives: the message must say "not run"
+        char path[320], message[512] = "", want[96];
+        snprintf(path, sizeof path, "%s/nocuda.stderr", tmp_dir);
+        FILE *f = fopen(path, "r");
+        if (!f || !fgets(message, sizeof message, f)) fail_msg("%s --backend cuda printed nothing", name);
+        fclose(f);
+        snprintf(want, sizeof want, "%s: not run: ", name);
+        if (strncmp(message, want, strlen(want)) != 0) fail_msg("%s --backend cuda said '%s'", name, message);
     }
     for (size_t i = 0; i < sizeof CUDA_CSVS / sizeof CUDA_CSVS[0]; i++)
         if (exists(dir, CUDA_CSVS[i])) fail_msg("%s was written by a run that did not happen", CUDA_CSVS[i]);
@@ -282,12 +294,9 @@ static void compare_columns(const char *file, const char *columns) {
 static void test_non_timing_columns_reproduce(void **state) {
     (void)state;
     char cmd[8192];
-    // the same programs, model, seeds and thread count as the pipeline (see the Makefile)
-    snprintf(cmd, sizeof cmd,
-             "cd %s && for p in kv_cache sampling; do %s/$p --profile quick --out %s "
-             "--model out/models/quick/target.gguf > /dev/null 2>&1 || exit 1; done && "
-             "%s/attention_kernels --profile quick --out %s > /dev/null 2>&1",
-             root, bin, again_dir, bin, again_dir);
+    // the same programs, model, seeds and thread count as the pipeline: its own steps
+    snprintf(cmd, sizeof cmd, "make -s -C %s experiments PROFILE=quick OUT=%s > %s.log 2>&1 || { tail -30 %s.log; exit 1; }",
+             root, again_dir, again_dir, again_dir);
     run(cmd);
     for (size_t i = 0; i < sizeof DETERMINISTIC / sizeof DETERMINISTIC[0]; i++)
         compare_columns(DETERMINISTIC[i].file, DETERMINISTIC[i].columns);

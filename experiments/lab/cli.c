@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "hw.h"
 
 void cli_common_defaults(CliCommon *c) {
@@ -27,6 +28,17 @@ int cli_parse_long(const char *option, const char *text, long lo, long hi, long 
         return error_set(err, "%s: '%s' is not an integer", option, text);
     if (v < lo || v > hi) return error_set(err, "%s: %ld is out of range [%ld, %ld]", option, v, lo, hi);
     *out = v;
+    return 0;
+}
+
+int cli_parse_u64(const char *option, const char *text, uint64_t *out, Error *err) {
+    char *end;
+    errno = 0;
+    // strtoull would take "-1" as 2^64 - 1 and skip leading spaces: only digits are a seed
+    unsigned long long v = text[0] >= '0' && text[0] <= '9' ? strtoull(text, &end, 10) : 0;
+    if (!(text[0] >= '0' && text[0] <= '9') || *end != '\0' || errno == ERANGE)
+        return error_set(err, "%s: '%s' is not an unsigned 64-bit integer", option, text);
+    *out = (uint64_t)v;
     return 0;
 }
 
@@ -72,14 +84,50 @@ void cli_usage_error(const char *program, const char *message) {
     exit(2);
 }
 
+// When the last line went to a log (now_seconds; a negative value: none yet).
+static double progress_logged = -1.0, progress_interval = 5.0;
+
+void cli_progress_every(double seconds) { progress_interval = seconds; }
+
+static void progress_bar(char *buf, size_t size, int done, int total) {
+    enum { WIDTH = 10 };
+    int filled = total > 0 ? (int)((long)WIDTH * done / total) : 0;
+    char bar[WIDTH + 1];
+    for (int i = 0; i < WIDTH; i++) bar[i] = i < filled ? '#' : '-';
+    bar[WIDTH] = '\0';
+    snprintf(buf, size, "[%s] %d/%d ", bar, done, total);
+}
+
+// total < 0: no step count.
+static void progress(int done, int total, const char *fmt, va_list ap) {
+    int tty = isatty(STDERR_FILENO);
+    if (!tty) {
+        double now = now_seconds();
+        if (progress_logged >= 0 && now - progress_logged < progress_interval) return;
+        progress_logged = now;
+    }
+    char prefix[64] = "";
+    if (total >= 0 && tty) progress_bar(prefix, sizeof prefix, done, total);
+    else if (total >= 0) snprintf(prefix, sizeof prefix, "[%d/%d] ", done, total);
+    fputs(tty ? "\r\033[K" : "", stderr);
+    fputs(prefix, stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(tty ? "" : "\n", stderr);
+    fflush(stderr);
+}
+
 void cli_progress(const char *fmt, ...) {
-    if (!isatty(STDERR_FILENO)) return;
     va_list ap;
     va_start(ap, fmt);
-    fputs("\r\033[K", stderr);
-    vfprintf(stderr, fmt, ap);
+    progress(0, -1, fmt, ap);
     va_end(ap);
-    fflush(stderr);
+}
+
+void cli_progress_step(int done, int total, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    progress(done, total, fmt, ap);
+    va_end(ap);
 }
 
 void cli_progress_done(void) {
