@@ -149,9 +149,8 @@ $(BIN)/render: $(BUILD)/render/main.o $(RENDER_LIB) $(ENGINE_LIB)
 	$(CC) $(LDFLAGS) $< $(LINK_GROUP) -o $@ $(RENDER_LIBS) $(LDLIBS)
 
 $(LAB_LIB): $(call obj,$(LAB_SRC))
-	@mkdir -p $(dir $@)
-	$(AR) rcs $@ $^
 $(HELPER_LIB): $(call obj,$(HELPER_SRC))
+$(LAB_LIB) $(HELPER_LIB):
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
 

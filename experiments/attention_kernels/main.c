@@ -297,10 +297,9 @@ static int run(LabRun *r) {
     return 0;
 }
 
-int main(int argc, char **argv) {
-    static const Experiment attention_kernels = {
-        "attention_kernels", "[options]",
-        "Naive vs flash attention on the CPU (or the GPU): time, GFLOP/s, working memory and error vs T.",
-        OPTIONS, TABLES, LAB_COMMON | LAB_BACKEND, NULL, run};
-    return lab_main(&attention_kernels, argc, argv);
-}
+static const Experiment ATTENTION_KERNELS = {
+    "attention_kernels", "[options]",
+    "Naive vs flash attention on the CPU (or the GPU): time, GFLOP/s, working memory and error vs T.",
+    OPTIONS, TABLES, LAB_COMMON | LAB_BACKEND, NULL, run};
+
+int main(int argc, char **argv) { return lab_main(&ATTENTION_KERNELS, argc, argv); }

@@ -28,10 +28,7 @@ static int ignore_eos;
 
 // The defaults are sampler_params_default's; the sampler checks the open ends of the ranges.
 static const LabOption OPTIONS[] = {
-    {.name = "model", .kind = LAB_TEXT, .value = &model_path, .arg = "FILE",
-     .help = "GGUF checkpoint, or llama2.c .bin (then --tokenizer is needed)", .required = 1},
-    {.name = "tokenizer", .kind = LAB_TEXT, .value = &tokenizer_path, .arg = "FILE",
-     .help = "llama2.c tokenizer.bin"},
+    LAB_CHECKPOINT_OPTIONS(model_path, tokenizer_path),
     {.name = "prompt", .kind = LAB_TEXT, .value = &prompt, .arg = "TEXT",
      .help = "prompt (default empty: start from BOS alone)"},
     {.name = "n-tokens", .short_name = 'n', .kind = LAB_INT, .value = &n_tokens, .arg = "N",
@@ -145,9 +142,8 @@ static int run(LabRun *r) {
     return 0;
 }
 
-int main(int argc, char **argv) {
-    static const Experiment generate = {
-        "generate", "--model FILE [options]", "Generate text from a checkpoint, streamed to stdout.", OPTIONS, NULL,
-        LAB_THREADS, NULL, run};
-    return lab_main(&generate, argc, argv);
-}
+static const Experiment GENERATE = {
+    "generate", "--model FILE [options]", "Generate text from a checkpoint, streamed to stdout.", OPTIONS, NULL,
+    LAB_THREADS, NULL, run};
+
+int main(int argc, char **argv) { return lab_main(&GENERATE, argc, argv); }

@@ -701,11 +701,10 @@ static int run(LabRun *r) {
     return 0;
 }
 
-int main(int argc, char **argv) {
-    static const Experiment hardware_budget = {
-        "hardware_budget", "[options]",
-        "Measure this machine (STREAM bandwidth, sgemm peak, MBU of our decode) and compute the\n"
-        "hardware budget and roofline of model presets x dtypes x hardware.",
-        OPTIONS, TABLES, LAB_COMMON | LAB_BACKEND, NULL, run};
-    return lab_main(&hardware_budget, argc, argv);
-}
+static const Experiment HARDWARE_BUDGET = {
+    "hardware_budget", "[options]",
+    "Measure this machine (STREAM bandwidth, sgemm peak, MBU of our decode) and compute the\n"
+    "hardware budget and roofline of model presets x dtypes x hardware.",
+    OPTIONS, TABLES, LAB_COMMON | LAB_BACKEND, NULL, run};
+
+int main(int argc, char **argv) { return lab_main(&HARDWARE_BUDGET, argc, argv); }

@@ -28,8 +28,7 @@ static int run(LabRun *r) {
     return 0;
 }
 
-int main(int argc, char **argv) {
-    static const Experiment hwinfo = {"hwinfo", "[--slug]", "Print the hardware probe as key,value lines.", OPTIONS,
-                                      NULL, 0, NULL, run};
-    return lab_main(&hwinfo, argc, argv);
-}
+static const Experiment HWINFO = {"hwinfo", "[--slug]", "Print the hardware probe as key,value lines.", OPTIONS,
+                                  NULL, 0, NULL, run};
+
+int main(int argc, char **argv) { return lab_main(&HWINFO, argc, argv); }

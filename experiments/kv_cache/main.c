@@ -461,11 +461,10 @@ static int run(LabRun *r) {
     return 0;
 }
 
-int main(int argc, char **argv) {
-    static const Experiment kv_cache = {
-        "kv_cache", "--model FILE [options]",
-        "What a KV cache buys: the same greedy tokens with the cache (prefill once, one decode step per\n"
-        "token) and without it (every token recomputes the whole sequence), timed step by step.",
-        OPTIONS, TABLES, LAB_COMMON | LAB_BACKEND, NULL, run};
-    return lab_main(&kv_cache, argc, argv);
-}
+static const Experiment KV_CACHE = {
+    "kv_cache", "--model FILE [options]",
+    "What a KV cache buys: the same greedy tokens with the cache (prefill once, one decode step per\n"
+    "token) and without it (every token recomputes the whole sequence), timed step by step.",
+    OPTIONS, TABLES, LAB_COMMON | LAB_BACKEND, NULL, run};
+
+int main(int argc, char **argv) { return lab_main(&KV_CACHE, argc, argv); }

@@ -56,6 +56,14 @@ typedef struct {
     int required;     // LAB_TEXT: the run needs it given
 } LabOption;
 
+// --model FILE (required) and --tokenizer FILE: a checkpoint as checkpoint_load reads it
+// (GGUF, or llama2.c .bin with its tokenizer.bin), for an option table.
+#define LAB_CHECKPOINT_OPTIONS(model_var, tokenizer_var)                                                    \
+    {.name = "model", .kind = LAB_TEXT, .value = &(model_var), .arg = "FILE",                                \
+     .help = "checkpoint: GGUF, or llama2.c .bin with --tokenizer", .required = 1},                          \
+        {.name = "tokenizer", .kind = LAB_TEXT, .value = &(tokenizer_var), .arg = "FILE",                    \
+         .help = "llama2.c tokenizer.bin (for a .bin model)"}
+
 // Which runs write a table: a table written on both backends gets a "_cuda" suffix on the
 // GPU (kv_cache_runs.csv, kv_cache_runs_cuda.csv); one written on a single backend keeps
 // its own name on it.

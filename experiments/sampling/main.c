@@ -513,10 +513,7 @@ static const char *model_path, *tokenizer_path, *corpus_path;
 static uint64_t seed;
 
 static const LabOption OPTIONS[] = {
-    {.name = "model", .kind = LAB_TEXT, .value = &model_path, .arg = "FILE",
-     .help = "checkpoint: GGUF, or llama2.c .bin with --tokenizer", .required = 1},
-    {.name = "tokenizer", .kind = LAB_TEXT, .value = &tokenizer_path, .arg = "FILE",
-     .help = "llama2.c tokenizer.bin (for a .bin model)"},
+    LAB_CHECKPOINT_OPTIONS(model_path, tokenizer_path),
     {.name = "corpus", .kind = LAB_TEXT, .value = &corpus_path, .arg = "FILE",
      .help = "the text the model was trained on (default: $CORPUS, else the KJV)"},
     {.name = "seed", .kind = LAB_U64, .value = &seed, .arg = "S",
@@ -525,7 +522,7 @@ static const LabOption OPTIONS[] = {
 };
 
 // The model, its tokenizer, the corpus and its training words.
-static void lab_open(Lab *lab) {
+static void load_inputs(Lab *lab) {
     Error err;
     if (checkpoint_load(model_path, tokenizer_path, &lab->model, &lab->tok, &err)) die("%s", err.msg);
     if (lab->tok.vocab_size != lab->model.config.vocab_size)
@@ -538,7 +535,7 @@ static void lab_open(Lab *lab) {
     lab->n_train_words = lab->words.n_words;
 }
 
-static void lab_close(Lab *lab) {
+static void free_inputs(Lab *lab) {
     word_index_free(&lab->words);
     corpus_free(&lab->corpus);
     tokenizer_free(&lab->tok);
@@ -548,7 +545,7 @@ static void lab_close(Lab *lab) {
 static int run(LabRun *r) {
     const Sizes *sz = r->quick ? &QUICK : &FULL;
     Lab lab = {.seed = seed};
-    lab_open(&lab);
+    load_inputs(&lab);
 
     Prompts pr;
     choose_prompts(&lab, sz->n_prompts, &pr);
@@ -576,15 +573,14 @@ static int run(LabRun *r) {
     for (int i = 0; i < ho.n_settings; i++) setting_free(&ho.settings[i]);
     free(ho.settings);
     prompts_free(&pr);
-    lab_close(&lab);
+    free_inputs(&lab);
     return 0;
 }
 
-int main(int argc, char **argv) {
-    static const Experiment sampling = {
-        "sampling", "--model FILE [options]",
-        "How temperature, top-k, top-p, min-p and repetition penalty shape the next-token distribution,\n"
-        "and what they do to generated text. Nothing is timed: every column is reproducible from the seed.",
-        OPTIONS, TABLES, LAB_COMMON, NULL, run};
-    return lab_main(&sampling, argc, argv);
-}
+static const Experiment SAMPLING = {
+    "sampling", "--model FILE [options]",
+    "How temperature, top-k, top-p, min-p and repetition penalty shape the next-token distribution,\n"
+    "and what they do to generated text. Nothing is timed: every column is reproducible from the seed.",
+    OPTIONS, TABLES, LAB_COMMON, NULL, run};
+
+int main(int argc, char **argv) { return lab_main(&SAMPLING, argc, argv); }
