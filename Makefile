@@ -184,36 +184,39 @@ MODELS_DIR := out/models/$(PROFILE)
 TARGET     := $(MODELS_DIR)/target.gguf
 RUN        = $(BIN)/$(1) --profile $(PROFILE) --out $(OUT)
 
-# Per experiment: the CSV that is its step's target (written last; for the CUDA step the
-# first CSV its report section requires, whose .skip file says why it did not run), its
-# arguments beyond --profile and --out, and the files it reads.
-sampling_CSV             = sampling_temperature.csv
-sampling_ARGS            = --model $(TARGET)
-sampling_INPUTS          = $(TARGET)
-kv_cache_CSV             = kv_cache_runs.csv
-kv_cache_CUDA_CSV        = kv_cache_runs_cuda.csv
-kv_cache_ARGS            = --model $(TARGET)
-kv_cache_INPUTS          = $(TARGET)
+# Per experiment: the CSV that is its CPU step's target (one it writes last), its arguments
+# beyond --profile and --out, the files it reads, and for a CUDA experiment the file where
+# its GPU step says why it did not run (the .skip that the report section reads: see
+# templates/README.md, "Not run").
+sampling_CSV               = sampling_temperature.csv
+sampling_ARGS              = --model $(TARGET)
+sampling_INPUTS            = $(TARGET)
+kv_cache_CSV               = kv_cache_runs.csv
+kv_cache_ARGS              = --model $(TARGET)
+kv_cache_INPUTS            = $(TARGET)
+kv_cache_CUDA_SKIP         = kv_cache_runs.cuda.skip
 attention_kernels_CSV      = attention_kernels.csv
-attention_kernels_CUDA_CSV = cuda_attention.csv
+attention_kernels_CUDA_SKIP = cuda_attention.skip
 hardware_budget_CSV        = hardware_budget.csv
-hardware_budget_CUDA_CSV   = hardware_measured_cuda.csv
 hardware_budget_ARGS       = --model $(TARGET)
 hardware_budget_INPUTS     = $(TARGET) templates/hardware.csv templates/model_presets.csv
+hardware_budget_CUDA_SKIP  = hardware_measured_cuda.skip
 
 # On a machine with a GPU (the build has CUDA and `nvidia-smi -L` lists a device) the report
-# also runs the CUDA experiments' --backend cuda variants into the same run directory. They
-# write CSVs of their own (kv_cache_*_cuda.csv, cuda_attention.csv and cuda_gemm.csv,
-# hardware_*_cuda.csv), so each backend is its own step and re-runs only when stale.
+# also runs the CUDA experiments' --backend cuda variants into the same run directory: each is
+# a step of its own, whose target is the stamp <name>.cuda.stamp, and re-runs only when stale.
+# A GPU run adds its rows to the tables of both backends (kv_cache_*.csv) and writes the
+# GPU-only ones (cuda_attention.csv, cuda_gemm.csv, hardware_*_cuda.csv).
 # Without a GPU none of this exists and `make report` is the CPU pipeline alone.
 HAS_GPU    := $(if $(filter 1,$(CUDA)),$(shell nvidia-smi -L >/dev/null 2>&1 && echo 1))
 REPORT_CSVS = $(foreach e,$(EXPERIMENTS),$(OUT)/$($(e)_CSV)) \
-              $(if $(HAS_GPU),$(foreach e,$(CUDA_EXPERIMENTS),$(OUT)/$($(e)_CUDA_CSV)))
+              $(if $(HAS_GPU),$(foreach e,$(CUDA_EXPERIMENTS),$(OUT)/$(e).cuda.stamp))
 # A CUDA step that finds no usable device after all exits 2: that is "not run", not a failure.
-# Its reason goes into <target>.skip, which the report prints in place of the GPU part.
-RUN_CUDA   = rm -f $(basename $@).skip; rc=0; $(call RUN,$(1)) --backend cuda $(2) || rc=$$?; \
-             if [ $$rc -eq 2 ]; then echo "no usable CUDA device (see the make log)" > $(basename $@).skip; \
-             elif [ $$rc -ne 0 ]; then exit $$rc; fi
+# Its reason goes into the experiment's _CUDA_SKIP file, which the report prints in place of
+# the GPU part.
+RUN_CUDA   = rm -f $(OUT)/$($(1)_CUDA_SKIP); rc=0; $(call RUN,$(1)) --backend cuda $(2) || rc=$$?; \
+             if [ $$rc -eq 2 ]; then echo "no usable CUDA device (see the make log)" > $(OUT)/$($(1)_CUDA_SKIP); \
+             elif [ $$rc -ne 0 ]; then exit $$rc; fi; touch $@
 
 report: deps
 	@$(MAKE) --no-print-directory all
@@ -249,7 +252,7 @@ define EXPERIMENT_STEPS
 $(OUT)/$($(1)_CSV): $(BIN)/$(1) $($(1)_INPUTS) $(OUT)/profile.stamp
 	$$(call RUN,$(1)) $($(1)_ARGS)
 ifneq ($(filter $(1),$(CUDA_EXPERIMENTS)),)
-$(OUT)/$($(1)_CUDA_CSV): $(BIN)/$(1) $($(1)_INPUTS) $(OUT)/profile.stamp
+$(OUT)/$(1).cuda.stamp: $(BIN)/$(1) $($(1)_INPUTS) $(OUT)/profile.stamp
 	$$(call RUN_CUDA,$(1),$($(1)_ARGS))
 endif
 endef

@@ -215,7 +215,7 @@ static void test_lab_rejects_bad_input(void **state) {
     }
 }
 
-// A table of both backends gets _cuda on the GPU; a single-backend table keeps its name.
+// Every backend's run writes the same file for a table of both.
 static void test_lab_csv_paths(void **state) {
     (void)state;
     LabRun r;
@@ -229,9 +229,58 @@ static void test_lab_csv_paths(void **state) {
     assert_string_equal(path, "/tmp/o/cpu_only.csv");
     r.backend = BACKEND_CUDA;
     lab_csv_path(&r, 0, path, sizeof path);
-    assert_string_equal(path, "/tmp/o/both_cuda.csv");
+    assert_string_equal(path, "/tmp/o/both.csv");
     lab_csv_path(&r, 2, path, sizeof path);
     assert_string_equal(path, "/tmp/o/gpu_only.csv");
+}
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("%s is missing", path);
+    static char text[4096];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    return text;
+}
+
+// One run of the table of both backends on `backend`, with the given rows' x values.
+static void write_both(const char *dir, Backend backend, const char *x1, const char *x2) {
+    LabRun r;
+    int help;
+    Error err;
+    assert_int_equal(parse(&r, &help, &err, "--out", dir, NULL), 0);
+    r.backend = backend;
+    CsvWriter w = lab_csv(&r, 0);
+    csv_row(&w, "%s,%s", backend_name(backend), x1);
+    csv_row(&w, "%s,%s", backend_name(backend), x2);
+    csv_close(&w);
+}
+
+// A run replaces its own backend's rows and keeps the other's, CPU rows first whichever ran
+// last; a quoted field with a line break survives; a file with other columns is replaced.
+static void test_lab_csv_merges_backends(void **state) {
+    (void)state;
+    char dir[] = "/tmp/inferlab-merge-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/both.csv", dir);
+    write_both(dir, BACKEND_CUDA, "g1", "\"two\nlines\"");
+    assert_string_equal(read_text(path), "backend,x\ncuda,g1\ncuda,\"two\nlines\"\n");
+    write_both(dir, BACKEND_CPU, "c1", "c2");
+    assert_string_equal(read_text(path), "backend,x\ncpu,c1\ncpu,c2\ncuda,g1\ncuda,\"two\nlines\"\n");
+    write_both(dir, BACKEND_CUDA, "g3", "g4");
+    assert_string_equal(read_text(path), "backend,x\ncpu,c1\ncpu,c2\ncuda,g3\ncuda,g4\n");
+    write_both(dir, BACKEND_CPU, "c5", "c6");
+    assert_string_equal(read_text(path), "backend,x\ncpu,c5\ncpu,c6\ncuda,g3\ncuda,g4\n");
+
+    FILE *f = fopen(path, "w");
+    fputs("backend,old_column\ncuda,1\n", f);
+    fclose(f);
+    write_both(dir, BACKEND_CPU, "c7", "c8");
+    assert_string_equal(read_text(path), "backend,x\ncpu,c7\ncpu,c8\n");
+    char cmd[96];
+    snprintf(cmd, sizeof cmd, "rm -r %s", dir);
+    assert_int_equal(system(cmd), 0);
 }
 
 static void test_lab_meta(void **state) {
@@ -287,6 +336,7 @@ int main(void) {
         cmocka_unit_test(test_lab_defaults_and_values),
         cmocka_unit_test(test_lab_rejects_bad_input),
         cmocka_unit_test(test_lab_csv_paths),
+        cmocka_unit_test(test_lab_csv_merges_backends),
         cmocka_unit_test(test_lab_meta),
         cmocka_unit_test(test_progress_lines_in_a_log),
     };

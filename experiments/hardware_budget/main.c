@@ -86,23 +86,34 @@ static Settings settings_for(const char *profile) {
                       .gpu_gemm_n = 8192};
 }
 
-enum { TABLE_MEASURED, TABLE_HARDWARE, TABLE_BUDGET, TABLE_ROOFLINE };
+#define MEASURED_COLUMNS "backend,measurement,threads,size,size_unit,reps,median,p10,p90,best,unit,model,notes"
+#define HARDWARE_COLUMNS "name,kind,memory_bytes,bandwidth_bytes_s,bf16_flop_s,fp32_flop_s,source"
+#define BUDGET_COLUMNS                                                                                      \
+    "model,weight_dtype,act_dtype,hardware,context_len,weight_gb,kv_bytes_per_token,kv_tokens_fit,kv_b64_gb," \
+    "fits_b64,decode_b1_ms,decode_b1_bound,decode_b64_ms,decode_b64_bound,throughput_b64_tok_s,prefill_1k_ms,"  \
+    "prefill_1k_bound,intensity_b1_flop_per_byte,intensity_b64_flop_per_byte,ridge_flop_per_byte,notes"
+#define ROOFLINE_COLUMNS                                                                                  \
+    "hardware,model,weight_dtype,act_dtype,point,batch,context_len,flops,bytes,intensity_flop_per_byte,"     \
+    "attainable_flop_s,achieved_flop_s,peak_flop_s,bandwidth_bytes_s,ridge_flop_per_byte,bound"
+
+// The CPU's tables, then from GPU_TABLES on the GPU's with the same columns. The derived
+// tables hold no backend column, so each backend keeps files of its own.
+enum { TABLE_MEASURED, TABLE_HARDWARE, TABLE_BUDGET, TABLE_ROOFLINE, GPU_TABLES };
 static const LabTable TABLES[] = {
-    {"hardware_measured", "backend,measurement,threads,size,size_unit,reps,median,p10,p90,best,unit,model,notes",
-     "STREAM bandwidth, matmul peak and decode MBU as measured", LAB_BOTH},
-    {"hardware", "name,kind,memory_bytes,bandwidth_bytes_s,bf16_flop_s,fp32_flop_s,source",
-     "the datasheet table with this machine's measured row", LAB_BOTH},
-    {"hardware_budget", "model,weight_dtype,act_dtype,hardware,context_len,weight_gb,kv_bytes_per_token,"
-                        "kv_tokens_fit,kv_b64_gb,fits_b64,decode_b1_ms,decode_b1_bound,decode_b64_ms,"
-                        "decode_b64_bound,throughput_b64_tok_s,prefill_1k_ms,prefill_1k_bound,"
-                        "intensity_b1_flop_per_byte,intensity_b64_flop_per_byte,ridge_flop_per_byte,notes",
-     "model preset x weight dtype x hardware -> memory, latency and throughput bounds", LAB_BOTH},
-    {"roofline", "hardware,model,weight_dtype,act_dtype,point,batch,context_len,flops,bytes,"
-                 "intensity_flop_per_byte,attainable_flop_s,achieved_flop_s,peak_flop_s,"
-                 "bandwidth_bytes_s,ridge_flop_per_byte,bound",
-     "roofline points: prefill, decode steps, MLP, attention; measured decode", LAB_BOTH},
+    {"hardware_measured", MEASURED_COLUMNS, "STREAM bandwidth, sgemm peak and decode MBU as measured", LAB_CPU},
+    {"hardware", HARDWARE_COLUMNS, "the datasheet table with this machine's measured row", LAB_CPU},
+    {"hardware_budget", BUDGET_COLUMNS, "model preset x weight dtype x hardware -> memory, latency, throughput",
+     LAB_CPU},
+    {"roofline", ROOFLINE_COLUMNS, "roofline points: prefill, decode steps, MLP, attention; measured decode", LAB_CPU},
+    {"hardware_measured_cuda", MEASURED_COLUMNS, "the same on the GPU: bandwidth, matmul peaks, decode MBU", LAB_CUDA},
+    {"hardware_cuda", HARDWARE_COLUMNS, "the GPU as measured", LAB_CUDA},
+    {"hardware_budget_cuda", BUDGET_COLUMNS, "the budget on the GPU as measured", LAB_CUDA},
+    {"roofline_cuda", ROOFLINE_COLUMNS, "the roofline points on the GPU as measured", LAB_CUDA},
     {0},
 };
+
+// Table t of this run's backend.
+static CsvWriter open_table(LabRun *r, int t) { return lab_csv(r, r->backend == BACKEND_CUDA ? GPU_TABLES + t : t); }
 
 // --- the lab's own model ------------------------------------------------------------------
 
@@ -427,7 +438,7 @@ static void write_measured(LabRun *r, const Measured *me, const LabModel *lab) {
     char model[160], th[16];
     const char *be = backend_name(me->backend), *cache = me->backend == BACKEND_CPU ? "LLC" : "L2";
     csv_quote(model, sizeof model, lab->shape.name);
-    CsvWriter w = lab_csv(r, TABLE_MEASURED);
+    CsvWriter w = open_table(r, TABLE_MEASURED);
     for (int i = 0; i < me->n_stream; i++) {
         const StreamResult *r = &me->stream[i];
         csv_row(&w, "%s,stream_%s,%s,%zu,bytes_per_array,%d,%.6g,%.6g,%.6g,%.6g,GB/s,,arrays of 4x the %zu-byte %s "
@@ -455,7 +466,7 @@ static void write_measured(LabRun *r, const Measured *me, const LabModel *lab) {
 }
 
 static void write_hardware(LabRun *r, const HardwareSpec *hws, int n) {
-    CsvWriter w = lab_csv(r, TABLE_HARDWARE);
+    CsvWriter w = open_table(r, TABLE_HARDWARE);
     for (int i = 0; i < n; i++) {
         char name[160], source[1200];
         csv_row(&w, "%s,%s,%.6g,%.6g,%.6g,%.6g,%s", csv_quote(name, sizeof name, hws[i].name), hws[i].kind,
@@ -498,7 +509,7 @@ static const char *bound_name(const Roofline *r) { return r->compute_bound ? "co
 
 static void write_budget(LabRun *r, const ModelShape *models, int n_models, const HardwareSpec *hws, int n_hw,
                          int context) {
-    CsvWriter w = lab_csv(r, TABLE_BUDGET);
+    CsvWriter w = open_table(r, TABLE_BUDGET);
     for (int i = 0; i < n_models; i++)
         for (size_t d = 0; d < sizeof BUDGET_DTYPES / sizeof BUDGET_DTYPES[0]; d++)
             for (int j = 0; j < n_hw; j++) {
@@ -553,7 +564,7 @@ static void roofline_points(CsvWriter *w, const HardwareSpec *h, const ModelShap
 // The roofline model's points on each of hws (n_hw), and our own model's on the machine measured.
 static void write_roofline(LabRun *r, const HardwareSpec *hws, int n_hw, const ModelShape *roof_model,
                            const LabModel *lab, const Measured *me, int context) {
-    CsvWriter w = lab_csv(r, TABLE_ROOFLINE);
+    CsvWriter w = open_table(r, TABLE_ROOFLINE);
     Precision bf16 = {DTYPE_BF16, DTYPE_BF16};
     for (int j = 0; j < n_hw; j++) roofline_points(&w, &hws[j], roof_model, bf16, context);
     // Our own model as it runs here (fp32), predicted and measured side by side.

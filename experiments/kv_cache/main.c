@@ -16,7 +16,8 @@
 // allocates its scratch cache inside the step; the memory table counts the device bytes
 // the tracking allocator hands out. Exits 2 ("not run") when no CUDA device can be used.
 //
-// Writes under --out, every row starting with the backend (cpu, or cuda into *_cuda.csv):
+// Writes under --out, every row starting with the backend: one table per file for both
+// backends, where a run replaces its own backend's rows and keeps the other's:
 //   kv_cache_runs.csv    backend, prompt_len, gen_len, mode -> prefill, per-token decode, total times
 //   kv_cache_speedup.csv backend, prompt_len, gen_len (setting "P+G") -> measured speed-up and the theoretical FLOP ratio
 //   kv_cache_steps.csv   backend, mode, position -> latency of each decode step (the longest setting)

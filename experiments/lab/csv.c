@@ -2,9 +2,14 @@
 // place, so readers only ever see complete tables.
 #include "csv.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 int csv_split(char *line, char **fields, int max_fields) {
     int n = 0;
@@ -46,7 +51,7 @@ static int count_fields(const char *record) {
 }
 
 CsvWriter csv_open(const char *path, const char *header) {
-    CsvWriter w;
+    CsvWriter w = {.key = ""};
     w.n_columns = count_fields(header);
     if (w.n_columns < 1) die("csv '%s': malformed header '%s'", path, header);
     w.file = atomic_open(path);
@@ -86,7 +91,101 @@ void csv_row(CsvWriter *w, const char *fmt, ...) {
     if (row != stack) free(row);
 }
 
-void csv_close(CsvWriter *w) { atomic_commit(&w->file); }
+CsvWriter csv_open_keyed(const char *path, const char *header, const char *key) {
+    if (strlen(key) >= sizeof ((CsvWriter *)0)->key || strpbrk(key, ",\"\r\n"))
+        die("csv '%s': key '%s' is not a plain field of under 32 bytes", path, key);
+    CsvWriter w = csv_open(path, header);
+    snprintf(w.key, sizeof w.key, "%s", key);
+    return w;
+}
+
+// The records of a CSV file, line breaks inside quoted fields kept (an odd count of quotes so
+// far means the field is still open). NULL-terminated; *n is their number.
+static char **read_records(FILE *f, int *n) {
+    char **records = NULL, *line = NULL;
+    size_t cap = 0;
+    *n = 0;
+    for (ssize_t len; (len = getline(&line, &cap, f)) > 0;) {
+        size_t size = (size_t)len + 1, quotes = 0;
+        char *rec = mallocCheck(size);
+        memcpy(rec, line, size);
+        for (char *p = rec; *p; p++) quotes += *p == '"';
+        while (quotes % 2 == 1 && (len = getline(&line, &cap, f)) > 0) {
+            rec = reallocCheck(rec, size + (size_t)len);
+            memcpy(rec + size - 1, line, (size_t)len + 1);
+            size += (size_t)len;
+            for (char *p = line; *p; p++) quotes += *p == '"';
+        }
+        size_t end = strlen(rec);
+        while (end > 0 && (rec[end - 1] == '\n' || rec[end - 1] == '\r')) rec[--end] = '\0';
+        records = reallocCheck(records, (size_t)(*n + 2) * sizeof *records);
+        records[(*n)++] = rec;
+        records[*n] = NULL;
+    }
+    free(line);
+    return records;
+}
+
+static void free_records(char **records, int n) {
+    for (int i = 0; i < n; i++) free(records[i]);
+    free(records);
+}
+
+// How a record's first field sorts against key: <0, 0 (the same key), >0.
+static int compare_key(const char *record, const char *key) {
+    size_t len = strlen(record) + 1;
+    char *copy = mallocCheck(len), *first = NULL;
+    memcpy(copy, record, len);
+    int order = csv_split(copy, &first, 1) < 1 ? -1 : strcmp(first, key);
+    free(copy);
+    return order;
+}
+
+// The existing file's records of other keys around this run's (in the temp file), written
+// back into the temp file; the caller holds the directory's lock and renames.
+static void merge_into_temp(CsvWriter *w) {
+    if (fflush(w->file.f) != 0) die("write to '%s' failed", w->file.path);
+    FILE *ours = fopenCheck(w->file.tmp_path, "rb");
+    int n_ours, n_old = 0;
+    char **mine = read_records(ours, &n_ours), **old = NULL;
+    fclose(ours);
+    FILE *existing = fopen(w->file.path, "rb");
+    if (existing) {
+        old = read_records(existing, &n_old);
+        fclose(existing);
+        if (n_old > 0 && strcmp(old[0], mine[0]) != 0) {
+            fprintf(stderr, "csv '%s': its columns have changed; the rows of other runs are dropped\n", w->file.path);
+            free_records(old, n_old);
+            old = NULL, n_old = 0;
+        }
+    }
+    if (ftruncate(fileno(w->file.f), 0) != 0 || fseek(w->file.f, 0, SEEK_SET) != 0)
+        die("cannot rewrite '%s': %s", w->file.tmp_path, strerror(errno));
+    fprintf(w->file.f, "%s\n", mine[0]);
+    for (int i = 1; i < n_old; i++)
+        if (compare_key(old[i], w->key) < 0) fprintf(w->file.f, "%s\n", old[i]);
+    for (int i = 1; i < n_ours; i++) fprintf(w->file.f, "%s\n", mine[i]);
+    for (int i = 1; i < n_old; i++)
+        if (compare_key(old[i], w->key) > 0) fprintf(w->file.f, "%s\n", old[i]);
+    free_records(mine, n_ours);
+    if (old) free_records(old, n_old);
+}
+
+void csv_close(CsvWriter *w) {
+    if (!w->key[0]) {
+        atomic_commit(&w->file);
+        return;
+    }
+    // Two runs that close the same table at once must not lose each other's rows.
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", w->file.path);
+    int lock = open(dirname(dir), O_RDONLY | O_DIRECTORY);
+    if (lock < 0 || flock(lock, LOCK_EX) != 0) die("csv '%s': cannot lock its directory", w->file.path);
+    merge_into_temp(w);
+    atomic_commit(&w->file);
+    flock(lock, LOCK_UN);
+    close(lock);
+}
 
 void csv_abort(CsvWriter *w) { atomic_abort(&w->file); }
 

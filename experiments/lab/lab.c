@@ -160,12 +160,13 @@ static void print_help(const Experiment *e) {
         for (int i = 0; i < n_tables(e); i++) {
             const LabTable *t = &e->tables[i];
             char name[96];
-            snprintf(name, sizeof name, "%s.csv%s", t->stem, t->backends == LAB_CUDA ? " (GPU)" : "");
+            snprintf(name, sizeof name, "%s.csv%s", t->stem,
+                     t->backends == LAB_CUDA ? " (GPU)" : t->backends == LAB_BOTH ? " (both)" : "");
             printf("  %-26s %s\n", name, t->about);
         }
     }
     if (e->common & LAB_BACKEND)
-        printf("\n--backend cuda writes a table of both backends as <name>_cuda.csv, and exits 2 (\"not run\")\n"
+        printf("\nA table of both backends keeps the other backend's rows. --backend cuda exits 2 (\"not run\")\n"
                "when no CUDA device can be used, before writing anything.\n");
     if (e->notes) printf("\n%s\n", e->notes);
 }
@@ -197,8 +198,7 @@ void lab_csv_path(const LabRun *r, int table, char *buf, size_t size) {
     unsigned backends = t->backends ? t->backends : LAB_CPU;
     if (!(backends & (r->backend == BACKEND_CUDA ? LAB_CUDA : LAB_CPU)))
         die("%s: table %s is not written on the %s", r->exp->name, t->stem, backend_name(r->backend));
-    const char *suffix = backends == LAB_BOTH && r->backend == BACKEND_CUDA ? "_cuda" : "";
-    if (snprintf(buf, size, "%s/%s%s.csv", r->out_dir, t->stem, suffix) >= (int)size)
+    if (snprintf(buf, size, "%s/%s.csv", r->out_dir, t->stem) >= (int)size)
         die("output path too long: %s/%s", r->out_dir, t->stem);
 }
 
@@ -207,7 +207,10 @@ CsvWriter lab_csv(LabRun *r, int table) {
     lab_csv_path(r, table, path, sizeof path);
     Error err;
     if (meta_make_dir(r->out_dir, &err)) die("%s", err.msg);
-    return csv_open(path, r->exp->tables[table].header);
+    const LabTable *t = &r->exp->tables[table];
+    if (t->backends != LAB_BOTH) return csv_open(path, t->header);
+    if (strncmp(t->header, "backend,", 8) != 0) die("%s: table %s of both backends lacks the backend column", r->exp->name, t->stem);
+    return csv_open_keyed(path, t->header, backend_name(r->backend));
 }
 
 void lab_meta(LabRun *r, const char *key, const char *fmt, ...) {

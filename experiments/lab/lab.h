@@ -64,9 +64,9 @@ typedef struct {
         {.name = "tokenizer", .kind = LAB_TEXT, .value = &(tokenizer_var), .arg = "FILE",                    \
          .help = "llama2.c tokenizer.bin (for a .bin model)"}
 
-// Which runs write a table: a table written on both backends gets a "_cuda" suffix on the
-// GPU (kv_cache_runs.csv, kv_cache_runs_cuda.csv); one written on a single backend keeps
-// its own name on it.
+// Which runs write a table. A table of both backends is one file whose first column is the
+// backend: a run replaces its own backend's rows and keeps the other's (csv_open_keyed), so
+// the CPU and the GPU run are separate steps that fill one table with the same columns.
 enum { LAB_CPU = 1, LAB_CUDA = 2, LAB_BOTH = LAB_CPU | LAB_CUDA };
 
 typedef struct {
@@ -122,9 +122,10 @@ int lab_main(const Experiment *e, int argc, char **argv);
 int lab_parse(const Experiment *e, int argc, char **argv, LabRun *r, int *help, Error *err);
 
 // Open table i of the experiment under --out (created when missing), with its header; the
-// file appears complete at csv_close (csv.h).
+// file appears complete at csv_close (csv.h), merged with the other backend's rows for a
+// LAB_BOTH table (whose header must start with the backend column).
 CsvWriter lab_csv(LabRun *r, int table);
-// Its path: <out>/<stem>.csv, or <out>/<stem>_cuda.csv on the GPU for a LAB_BOTH table.
+// Its path: <out>/<stem>.csv.
 void lab_csv_path(const LabRun *r, int table, char *buf, size_t size);
 
 // Add key = printf(fmt, ...) to the keys merged into <out>/meta.csv when run returns 0.
