@@ -196,17 +196,17 @@ kv_cache_ARGS              = --model $(TARGET)
 kv_cache_INPUTS            = $(TARGET)
 kv_cache_CUDA_SKIP         = kv_cache_runs.cuda.skip
 attention_kernels_CSV      = attention_kernels.csv
-attention_kernels_CUDA_SKIP = cuda_attention.skip
+attention_kernels_CUDA_SKIP = attention_kernels.cuda.skip
 hardware_budget_CSV        = hardware_budget.csv
 hardware_budget_ARGS       = --model $(TARGET)
 hardware_budget_INPUTS     = $(TARGET) templates/hardware.csv templates/model_presets.csv
-hardware_budget_CUDA_SKIP  = hardware_measured_cuda.skip
+hardware_budget_CUDA_SKIP  = hardware_measured.cuda.skip
 
 # On a machine with a GPU (the build has CUDA and `nvidia-smi -L` lists a device) the report
 # also runs the CUDA experiments' --backend cuda variants into the same run directory: each is
 # a step of its own, whose target is the stamp <name>.cuda.stamp, and re-runs only when stale.
-# A GPU run adds its rows to the tables of both backends (kv_cache_*.csv) and writes the
-# GPU-only ones (cuda_attention.csv, cuda_gemm.csv, hardware_*_cuda.csv).
+# A GPU run adds its rows to the tables of both backends (same files, same columns, the
+# backend a key column) and writes the tables derived from them (hardware_*_cuda.csv).
 # Without a GPU none of this exists and `make report` is the CPU pipeline alone.
 HAS_GPU    := $(if $(filter 1,$(CUDA)),$(shell nvidia-smi -L >/dev/null 2>&1 && echo 1))
 REPORT_CSVS = $(foreach e,$(EXPERIMENTS),$(OUT)/$($(e)_CSV)) \

@@ -60,7 +60,7 @@ timeout 900 ./bin/attention_kernels "${bench_args[@]}" >"$out/attention_kernels.
 bench_rc=$?
 cat "$out/attention_kernels.log"
 case $bench_rc in
-    0) bench="ran: $out/cuda_attention.csv, $out/cuda_gemm.csv" ;;
+    0) bench="ran: the cuda rows of $out/attention_kernels.csv and $out/sgemm_peak.csv" ;;
     2) bench="$(tail -n 1 "$out/attention_kernels.log" | sed 's/^attention_kernels: //')" ;;
     *) bench="FAILED (exit $bench_rc; see $out/attention_kernels.log)" ;;
 esac

@@ -34,19 +34,21 @@ int cuda_attention_points(CudaAttnPoint *out, int max, int max_t) {
     return n;
 }
 
-// cuda_gemm.csv: the cuBLAS matmul rate in every mode at size^3.
+// sgemm_peak.csv's GPU rows: the cuBLAS matmul rate in every mode at size^3.
 static void measure_gemm(CsvWriter *w, const Settings *st, CudaAttentionRun *run) {
     int n = run->gemm_size = st->gemm_size;
     for (int mode = GEMM_FP32; mode <= GEMM_BF16; mode++) {
         cli_progress("cuda: %s matmul %d^3", gemm_mode_name(mode), n);
         BenchStats t;
         run->gemm_tflops[mode] = cuda_matmul_bench(mode, n, n, n, st->warmup, st->reps, &t);
-        csv_row(w, "cuda,%s,%d,%d,%d,%.6g,%.6g,%.6g,%d,%.6g", gemm_mode_name(mode), n, n, n, t.median_ms, t.p10_ms,
-                t.p90_ms, t.reps, run->gemm_tflops[mode]);
+        double gflop = 2.0 * n * (double)n * n * 1e-9;
+        csv_row(w, "cuda,%d,,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%s", n, t.reps, t.median_ms, t.p10_ms, t.p90_ms,
+                1e3 * run->gemm_tflops[mode], gflop / (t.min_ms * 1e-3), gemm_mode_name(mode));
     }
 }
 
-// cuda_attention.csv: every implementation at every point it can run.
+// attention_kernels.csv's GPU rows: every implementation at every point it can run. The
+// workspace is the peak device memory beyond q, k, v and out.
 static void measure_attention(CsvWriter *w, const Settings *st, int max_t, CudaAttentionRun *run) {
     CudaAttnPoint points[MAX_POINTS];
     int n = cuda_attention_points(points, MAX_POINTS, max_t);
@@ -68,10 +70,12 @@ static void measure_attention(CsvWriter *w, const Settings *st, int max_t, CudaA
             }
             m->ok = 1;
             const CudaAttnResult *r = &m->r;
-            csv_row(w, "cuda,%s,%s,%d,%d,%d,%d,%d,%.6g,%.6g,%.6g,%d,%.6g,%zu,%.6g,%.6g,%d", cuda_attn_impl_name(impl),
-                    cuda_dtype_name(s->dtype), s->causal, s->B, s->H, s->T, s->D, r->time.median_ms, r->time.p10_ms,
-                    r->time.p90_ms, r->time.reps, r->tflops, r->peak_bytes, r->max_abs_error, r->max_rel_error,
-                    r->rows_checked);
+            size_t io = 4 * (size_t)s->B * s->H * s->T * s->D * cuda_dtype_size(s->dtype);
+            size_t work = r->peak_bytes > io ? r->peak_bytes - io : 0;
+            csv_row(w, "cuda,%d,%d,%s,%d,%d,%d,,%d,%.6g,%.6g,%.6g,%.6g,%zu,%zu,%.6g,%s,%zu,%.6g,%d", s->T, s->causal,
+                    cuda_attn_impl_name(impl), s->B, s->H, s->D, r->time.reps, r->time.median_ms, r->time.p10_ms,
+                    r->time.p90_ms, 1e3 * r->tflops, work, io, r->max_abs_error, cuda_dtype_name(s->dtype),
+                    r->peak_bytes, r->max_rel_error, r->rows_checked);
         }
     cli_progress_done();
 }

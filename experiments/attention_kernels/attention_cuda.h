@@ -9,17 +9,23 @@
 // to max_t, without and with the mask. A point an implementation cannot run (cuDNN under a
 // causal mask, a naive matrix that does not fit) is left out of the CSV and reported on
 // stderr. Then the cuBLAS matmul rate in fp32, tf32, fp16 and bf16: the card's measured
-// ceiling for the attention kernels' TFLOP/s. Writes the rows of two tables, whose columns
-// main.c declares:
-//   cuda_attention.csv  backend, impl, dtype, causal, batch, heads, seq_len, head_dim -> times, TFLOP/s, memory, error
-//   cuda_gemm.csv       backend, mode, m, n, k -> times, TFLOP/s
-// Available only when built with CUDA (INFERLAB_CUDA).
+// ceiling for the attention kernels' rate. Writes the GPU's rows (backend cuda) of the two
+// tables the CPU's sweep writes too, under the same columns:
+//   attention_kernels.csv  ATTENTION_COLUMNS: time, GFLOP/s, workspace and peak device memory, error
+//   sgemm_peak.csv         MATMUL_PEAK_COLUMNS: times, GFLOP/s, per mode
+// The shared column lists are here, where the CUDA build and the CPU's main.c both see them.
+// The measurements are available only when built with CUDA (INFERLAB_CUDA).
 //
 //   CudaAttentionRun run;
 //   cuda_attention_experiment("quick", 0, &gemm_csv, &attention_csv, &run);
 //   ... run.device, run.attn[i] ...
 //   cuda_attention_run_free(&run);
 #pragma once
+
+#define ATTENTION_COLUMNS                                                                                    \
+    "backend,seq_len,causal,impl,batch,heads,head_dim,threads,reps,time_ms_median,time_ms_p10,time_ms_p90,"     \
+    "gflop_s,work_bytes,io_bytes,max_abs_err,dtype,peak_bytes,max_rel_err,rows_checked"
+#define MATMUL_PEAK_COLUMNS "backend,n,threads,reps,time_ms_median,time_ms_p10,time_ms_p90,gflop_s,gflop_s_best,mode"
 
 #ifdef INFERLAB_CUDA
 

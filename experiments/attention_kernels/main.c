@@ -15,8 +15,8 @@
 //   bin/attention_kernels [--quick] [--out DIR] [--threads N] [--t-max N] [--batch N] [--heads N]
 //   bin/attention_kernels --backend cuda [--quick] [--out DIR] [--t-max N] [--summary]
 //
-// Writes under DIR, with the backend as every row's first column: attention_kernels.csv and
-// sgemm_peak.csv (CPU), or cuda_attention.csv and cuda_gemm.csv (GPU); merges DIR/meta.csv.
+// Writes under DIR attention_kernels.csv and sgemm_peak.csv, tables of both backends: every
+// row starts with its backend, and a run replaces its own backend's rows; merges meta.csv.
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -58,18 +58,13 @@ static int reps_for(double gflop_per_call, const Settings *st) {
     return reps < st->min_reps ? st->min_reps : reps > st->max_reps ? st->max_reps : (int)reps;
 }
 
-enum { TABLE_CPU, TABLE_SGEMM, TABLE_CUDA, TABLE_CUDA_GEMM };
+// Both backends' rows under the same columns; a cell that does not apply to a backend is
+// empty (threads on the GPU; the relative error and the rows checked on the CPU).
+enum { TABLE_ATTENTION, TABLE_MATMUL_PEAK };
 static const LabTable TABLES[] = {
-    {"attention_kernels", "backend,seq_len,causal,impl,batch,heads,head_dim,threads,reps,time_ms_median,time_ms_p10,"
-                          "time_ms_p90,gflop_s,work_bytes,io_bytes,max_abs_err",
-     "seq_len, causal, impl -> time, GFLOP/s, working memory, error", LAB_CPU},
-    {"sgemm_peak", "backend,n,threads,reps,time_ms_median,time_ms_p10,time_ms_p90,gflop_s,gflop_s_best",
-     "the sgemm ceiling of this machine", LAB_CPU},
-    {"cuda_attention", "backend,impl,dtype,causal,batch,heads,seq_len,head_dim,median_ms,p10_ms,p90_ms,reps,"
-                       "tflop_s,peak_bytes,max_abs_error,max_rel_error,rows_checked",
-     "impl, dtype, causal, shape -> time, TFLOP/s, device memory, error", LAB_CUDA},
-    {"cuda_gemm", "backend,mode,m,n,k,median_ms,p10_ms,p90_ms,reps,tflop_s", "the cuBLAS matmul ceiling per mode",
-     LAB_CUDA},
+    {"attention_kernels", ATTENTION_COLUMNS,
+     "seq_len, causal, impl, shape, dtype -> time, GFLOP/s, memory, error", LAB_BOTH},
+    {"sgemm_peak", MATMUL_PEAK_COLUMNS, "the matmul ceiling: cblas_sgemm (CPU), cuBLAS per mode (GPU)", LAB_BOTH},
     {0},
 };
 
@@ -103,9 +98,9 @@ static void write_sgemm_peak(LabRun *r, const Settings *st, int threads) {
     int n = st->sgemm_n;
     int reps = reps_for(2.0 * n * n * (double)n * 1e-9, st);
     SgemmPeak p = peak_sgemm(n, reps, reps, 0.0, st->seed);
-    CsvWriter w = lab_csv(r, TABLE_SGEMM);
-    csv_row(&w, "cpu,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g", n, threads, p.time.reps, p.time.median_ms, p.time.p10_ms,
-            p.time.p90_ms, p.gflop_s_median, p.gflop_s_best);
+    CsvWriter w = lab_csv(r, TABLE_MATMUL_PEAK);
+    csv_row(&w, "cpu,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,fp32", n, threads, p.time.reps, p.time.median_ms,
+            p.time.p10_ms, p.time.p90_ms, p.gflop_s_median, p.gflop_s_best);
     csv_close(&w);
     fprintf(stderr, "attention_kernels: sgemm %d^3 on %d threads: %.1f GFLOP/s (median of %d)\n", n, threads,
             p.gflop_s_median, p.time.reps);
@@ -156,7 +151,7 @@ static void sweep(LabRun *r, const Settings *st, int threads) {
         const char *name;
         AttentionFn fn;
     } impls[] = {{"naive", attention_naive}, {"flash", attention_flash}};
-    CsvWriter w = lab_csv(r, TABLE_CPU);
+    CsvWriter w = lab_csv(r, TABLE_ATTENTION);
     for (int T = T_MIN; T <= st->t_max; T *= 2) {
         if (!fits_in_memory(T, st, r->hw.mem_bytes)) {
             fprintf(stderr, "attention_kernels: T = %d and longer skipped: the naive (T, T) matrix does not fit\n", T);
@@ -179,9 +174,10 @@ static void sweep(LabRun *r, const Settings *st, int threads) {
                 double err = max_abs_error(out, ref, &s, rows);
                 AttentionCall call = {impls[i].fn, out, q, k, v, s};
                 BenchStats b = bench_run(run_attention, &call, 0, reps_for(gflop, st));
-                csv_row(&w, "cpu,%d,%d,%s,%d,%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%zu,%zu,%.6g", T, s.causal, impls[i].name,
-                        s.B, s.H, s.D, threads, b.reps, b.median_ms, b.p10_ms, b.p90_ms,
-                        gflop / (b.median_ms * 1e-3), work, 4 * n * sizeof(float), err);
+                size_t io = 4 * n * sizeof(float);
+                csv_row(&w, "cpu,%d,%d,%s,%d,%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%zu,%zu,%.6g,fp32,%zu,,", T, s.causal,
+                        impls[i].name, s.B, s.H, s.D, threads, b.reps, b.median_ms, b.p10_ms, b.p90_ms,
+                        gflop / (b.median_ms * 1e-3), work, io, err, work + io);
             }
             free(ref);
         }
@@ -238,14 +234,14 @@ static void print_summary(const CudaAttentionRun *run) {
 static void run_cuda(LabRun *r, int t_max, int summary) {
 #ifdef INFERLAB_CUDA
     double start = now_seconds();
-    CsvWriter gemm = lab_csv(r, TABLE_CUDA_GEMM), attention = lab_csv(r, TABLE_CUDA);
+    CsvWriter gemm = lab_csv(r, TABLE_MATMUL_PEAK), attention = lab_csv(r, TABLE_ATTENTION);
     CudaAttentionRun run;
     cuda_attention_experiment(r->profile, t_max, &gemm, &attention, &run);
     csv_close(&gemm);
     csv_close(&attention);
     lab_meta(r, "cuda_device", "%s", run.device);
-    fprintf(stderr, "attention_kernels: wrote %s/cuda_attention.csv and cuda_gemm.csv on %s in %.1f s\n", r->out_dir,
-            run.device, now_seconds() - start);
+    fprintf(stderr, "attention_kernels: wrote the GPU's rows of %s/attention_kernels.csv and sgemm_peak.csv on %s in "
+            "%.1f s\n", r->out_dir, run.device, now_seconds() - start);
     if (summary) print_summary(&run);
     cuda_attention_run_free(&run);
 #else

@@ -18,8 +18,8 @@
 // (fallback_config below), named "random-untrained" in every row it appears in. A decode
 // step costs the same whatever the weights hold, so its MBU is that shape's.
 //
-// Writes under --out: hardware_measured.csv (its rows start with the backend, cpu),
-// hardware.csv (the datasheet table with this machine's measured row added),
+// Writes under --out: hardware_measured.csv (its rows start with the backend: a CPU and a GPU
+// run each replace their own rows in it), hardware.csv (the datasheet table with this machine's measured row added),
 // hardware_budget.csv, roofline.csv; merges meta.csv.
 //
 // --backend cuda measures the GPU instead, the same way: device memory bandwidth with STREAM
@@ -28,9 +28,9 @@
 // (engine/model_cuda.h, fp32 weights, batch 1, wall-clock per step including the copy of the
 // logits to the host). The GPU as measured becomes a hardware row of its own (kind gpu), and
 // the budget and roofline are computed for it alone: the roofline model's points on it, and
-// our model's predicted and measured decode. Writes hardware_measured_cuda.csv (rows start
-// with cuda; the threads column is empty), hardware_cuda.csv, hardware_budget_cuda.csv and
-// roofline_cuda.csv; exits 2 ("not run") when no CUDA device can be used.
+// our model's predicted and measured decode. Writes its rows of hardware_measured.csv
+// (backend cuda; the threads column is empty), hardware_cuda.csv, hardware_budget_cuda.csv
+// and roofline_cuda.csv; exits 2 ("not run") when no CUDA device can be used.
 #include <math.h>
 #include <omp.h>
 #include <stdarg.h>
@@ -96,24 +96,24 @@ static Settings settings_for(const char *profile) {
     "hardware,model,weight_dtype,act_dtype,point,batch,context_len,flops,bytes,intensity_flop_per_byte,"     \
     "attainable_flop_s,achieved_flop_s,peak_flop_s,bandwidth_bytes_s,ridge_flop_per_byte,bound"
 
-// The CPU's tables, then from GPU_TABLES on the GPU's with the same columns. The derived
-// tables hold no backend column, so each backend keeps files of its own.
-enum { TABLE_MEASURED, TABLE_HARDWARE, TABLE_BUDGET, TABLE_ROOFLINE, GPU_TABLES };
+// The measurements: one table of both backends. The tables derived from them hold no
+// backend column, so each backend keeps files of its own: the CPU's derived table t is
+// TABLES[t], the GPU's, of the same columns, TABLES[t + GPU_OFFSET].
+enum { TABLE_MEASURED, TABLE_HARDWARE, TABLE_BUDGET, TABLE_ROOFLINE, GPU_OFFSET = 3 };
 static const LabTable TABLES[] = {
-    {"hardware_measured", MEASURED_COLUMNS, "STREAM bandwidth, sgemm peak and decode MBU as measured", LAB_CPU},
+    {"hardware_measured", MEASURED_COLUMNS, "STREAM bandwidth, matmul peaks and decode MBU as measured", LAB_BOTH},
     {"hardware", HARDWARE_COLUMNS, "the datasheet table with this machine's measured row", LAB_CPU},
     {"hardware_budget", BUDGET_COLUMNS, "model preset x weight dtype x hardware -> memory, latency, throughput",
      LAB_CPU},
     {"roofline", ROOFLINE_COLUMNS, "roofline points: prefill, decode steps, MLP, attention; measured decode", LAB_CPU},
-    {"hardware_measured_cuda", MEASURED_COLUMNS, "the same on the GPU: bandwidth, matmul peaks, decode MBU", LAB_CUDA},
     {"hardware_cuda", HARDWARE_COLUMNS, "the GPU as measured", LAB_CUDA},
     {"hardware_budget_cuda", BUDGET_COLUMNS, "the budget on the GPU as measured", LAB_CUDA},
     {"roofline_cuda", ROOFLINE_COLUMNS, "the roofline points on the GPU as measured", LAB_CUDA},
     {0},
 };
 
-// Table t of this run's backend.
-static CsvWriter open_table(LabRun *r, int t) { return lab_csv(r, r->backend == BACKEND_CUDA ? GPU_TABLES + t : t); }
+// Derived table t of this run's backend.
+static CsvWriter open_derived(LabRun *r, int t) { return lab_csv(r, r->backend == BACKEND_CUDA ? t + GPU_OFFSET : t); }
 
 // --- the lab's own model ------------------------------------------------------------------
 
@@ -438,7 +438,7 @@ static void write_measured(LabRun *r, const Measured *me, const LabModel *lab) {
     char model[160], th[16];
     const char *be = backend_name(me->backend), *cache = me->backend == BACKEND_CPU ? "LLC" : "L2";
     csv_quote(model, sizeof model, lab->shape.name);
-    CsvWriter w = open_table(r, TABLE_MEASURED);
+    CsvWriter w = lab_csv(r, TABLE_MEASURED);
     for (int i = 0; i < me->n_stream; i++) {
         const StreamResult *r = &me->stream[i];
         csv_row(&w, "%s,stream_%s,%s,%zu,bytes_per_array,%d,%.6g,%.6g,%.6g,%.6g,GB/s,,arrays of 4x the %zu-byte %s "
@@ -466,7 +466,7 @@ static void write_measured(LabRun *r, const Measured *me, const LabModel *lab) {
 }
 
 static void write_hardware(LabRun *r, const HardwareSpec *hws, int n) {
-    CsvWriter w = open_table(r, TABLE_HARDWARE);
+    CsvWriter w = open_derived(r, TABLE_HARDWARE);
     for (int i = 0; i < n; i++) {
         char name[160], source[1200];
         csv_row(&w, "%s,%s,%.6g,%.6g,%.6g,%.6g,%s", csv_quote(name, sizeof name, hws[i].name), hws[i].kind,
@@ -509,7 +509,7 @@ static const char *bound_name(const Roofline *r) { return r->compute_bound ? "co
 
 static void write_budget(LabRun *r, const ModelShape *models, int n_models, const HardwareSpec *hws, int n_hw,
                          int context) {
-    CsvWriter w = open_table(r, TABLE_BUDGET);
+    CsvWriter w = open_derived(r, TABLE_BUDGET);
     for (int i = 0; i < n_models; i++)
         for (size_t d = 0; d < sizeof BUDGET_DTYPES / sizeof BUDGET_DTYPES[0]; d++)
             for (int j = 0; j < n_hw; j++) {
@@ -564,7 +564,7 @@ static void roofline_points(CsvWriter *w, const HardwareSpec *h, const ModelShap
 // The roofline model's points on each of hws (n_hw), and our own model's on the machine measured.
 static void write_roofline(LabRun *r, const HardwareSpec *hws, int n_hw, const ModelShape *roof_model,
                            const LabModel *lab, const Measured *me, int context) {
-    CsvWriter w = open_table(r, TABLE_ROOFLINE);
+    CsvWriter w = open_derived(r, TABLE_ROOFLINE);
     Precision bf16 = {DTYPE_BF16, DTYPE_BF16};
     for (int j = 0; j < n_hw; j++) roofline_points(&w, &hws[j], roof_model, bf16, context);
     // Our own model as it runs here (fp32), predicted and measured side by side.
@@ -702,8 +702,8 @@ static int run(LabRun *r) {
                  "sequence; MBU bandwidth = STREAM triad on as many threads as the decode, best pass");
     }
     print_measured(&me, &lab);
-    fprintf(stderr, "hardware_budget: wrote %s/{hardware_measured,hardware,hardware_budget,roofline}%s.csv in %.1f s\n",
-            r->out_dir, r->backend == BACKEND_CPU ? "" : "_cuda", now_seconds() - start);
+    fprintf(stderr, "hardware_budget: wrote %s/hardware_measured.csv, {hardware,hardware_budget,roofline}%s.csv "
+            "in %.1f s\n", r->out_dir, r->backend == BACKEND_CPU ? "" : "_cuda", now_seconds() - start);
     model_free(&lab.m);
     free(datasheets);
     free(presets);
