@@ -155,6 +155,15 @@ static int parse(LabRun *r, int *help, Error *err, ...) {
     return lab_parse(&EXPERIMENT, argc, argv, r, help, err);
 }
 
+// A run of EXPERIMENT with --out dir and nothing else.
+static LabRun run_into(const char *dir) {
+    LabRun r;
+    int help;
+    Error err;
+    assert_int_equal(parse(&r, &help, &err, "--out", dir, NULL), 0);
+    return r;
+}
+
 static void test_lab_defaults_and_values(void **state) {
     (void)state;
     LabRun r;
@@ -218,11 +227,8 @@ static void test_lab_rejects_bad_input(void **state) {
 // Every backend's run writes the same file for a table of both.
 static void test_lab_csv_paths(void **state) {
     (void)state;
-    LabRun r;
-    int help;
-    Error err;
+    LabRun r = run_into("/tmp/o");
     char path[256];
-    assert_int_equal(parse(&r, &help, &err, "--out", "/tmp/o", NULL), 0);
     lab_csv_path(&r, 0, path, sizeof path);
     assert_string_equal(path, "/tmp/o/both.csv");
     lab_csv_path(&r, 1, path, sizeof path);
@@ -246,10 +252,7 @@ static char *read_text(const char *path) {
 
 // One run of the table of both backends on `backend`, with the given rows' x values.
 static void write_both(const char *dir, Backend backend, const char *x1, const char *x2) {
-    LabRun r;
-    int help;
-    Error err;
-    assert_int_equal(parse(&r, &help, &err, "--out", dir, NULL), 0);
+    LabRun r = run_into(dir);
     r.backend = backend;
     CsvWriter w = lab_csv(&r, 0);
     csv_row(&w, "%s,%s", backend_name(backend), x1);
@@ -285,10 +288,7 @@ static void test_lab_csv_merges_backends(void **state) {
 
 static void test_lab_meta(void **state) {
     (void)state;
-    LabRun r;
-    int help;
-    Error err;
-    assert_int_equal(parse(&r, &help, &err, NULL), 0);
+    LabRun r = run_into("/tmp/o");
     lab_meta(&r, "exp_threads", "%d", 3);
     lab_meta(&r, "exp_model", "%s", "m.gguf");
     assert_int_equal(r.n_meta, 2);

@@ -162,7 +162,7 @@ static void print_help(const Experiment *e) {
             char name[96];
             snprintf(name, sizeof name, "%s.csv%s", t->stem,
                      t->backends == LAB_CUDA ? " (GPU)" : t->backends == LAB_BOTH ? " (both)" : "");
-            printf("  %-26s %s\n", name, t->about);
+            printf("  %-32s %s\n", name, t->about);
         }
     }
     if (e->common & LAB_BACKEND)
