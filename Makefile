@@ -213,10 +213,10 @@ REPORT_CSVS = $(foreach e,$(EXPERIMENTS),$(OUT)/$($(e)_CSV)) \
               $(if $(HAS_GPU),$(foreach e,$(CUDA_EXPERIMENTS),$(OUT)/$(e).cuda.stamp))
 # A CUDA step that finds no usable device after all exits 2: that is "not run", not a failure.
 # Its reason goes into the experiment's _CUDA_SKIP file, which the report prints in place of
-# the GPU part.
+# the GPU part, and the step has no stamp, so the next `make report` tries again.
 RUN_CUDA   = rm -f $(OUT)/$($(1)_CUDA_SKIP); rc=0; $(call RUN,$(1)) --backend cuda $(2) || rc=$$?; \
              if [ $$rc -eq 2 ]; then echo "no usable CUDA device (see the make log)" > $(OUT)/$($(1)_CUDA_SKIP); \
-             elif [ $$rc -ne 0 ]; then exit $$rc; fi; touch $@
+             elif [ $$rc -ne 0 ]; then exit $$rc; else touch $@; fi
 
 report: deps
 	@$(MAKE) --no-print-directory all
