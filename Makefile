@@ -19,13 +19,16 @@ DEB_PACKAGES := build-essential pkg-config libopenblas-openmp-dev libcairo2-dev 
                 libcmocka-dev bible-kjv fonts-dejavu-core poppler-utils gzip bzip2 xz-utils
 
 # Each layer sees only its own headers and those below it (DESIGN.md, "Layout"), so an include
-# that points upward fails to compile: base <- kernels <- engine <- programs and tests; the
-# renderer sees only the base.
+# that points upward fails to compile: base <- kernels <- engine <- lab <- programs and tests;
+# the renderer sees only the base.
 BASE_INC   := -Ikernels/base
 KERNEL_INC := $(BASE_INC) -Ikernels
 ENGINE_INC := $(KERNEL_INC) -Iexperiments/engine
+LAB_INC    := $(ENGINE_INC) -Iexperiments/lab
 RENDER_INC := $(BASE_INC) -Irender
-INCLUDES   := $(ENGINE_INC) -Irender
+# programs and tests: everything, each experiment's directory too (tests include its helpers)
+INCLUDES   := $(LAB_INC) -Irender \
+              $(patsubst %/,-I%,$(filter-out experiments/engine/ experiments/lab/,$(wildcard experiments/*/)))
 CFLAGS   := -std=c11 -D_GNU_SOURCE -O2 -fvect-cost-model=dynamic -march=native -fopenmp -Wall -Wextra -MMD -MP -g
 ifeq ($(WERROR),1)
 CFLAGS   += -Werror
@@ -85,15 +88,30 @@ HW_CFLAGS := $(filter-out -I% -M% -MP,$(CFLAGS))
 # differ from the last build's (CUDA=0/1, SANITIZE, WERROR, CC...), every object rebuilds.
 BUILD_CONFIG := $(CC) $(CFLAGS) | $(NVCC) $(NVCCFLAGS) | $(LDFLAGS) $(LDLIBS) $(RENDER_LIBS)
 CONFIG_STAMP := $(BUILD)/config.stamp
-$(BUILD)/experiments/engine/hw.o: CFLAGS += -DINFERLAB_CFLAGS='"$(HW_CFLAGS)"'
+$(BUILD)/experiments/lab/hw.o: CFLAGS += -DINFERLAB_CFLAGS='"$(HW_CFLAGS)"'
 
-PROGRAMS := $(patsubst experiments/%.c,$(BIN)/%,$(PROG_SRC)) $(if $(wildcard render/main.c),$(BIN)/render)
+# --- the experiments ------------------------------------------------------------------------
+# The one list of experiments: each is a directory experiments/<name>/ (main.c and the helpers
+# only it uses) built into bin/<name>, a step of `make report` and of the end-to-end test; the
+# CUDA ones also run with --backend cuda where there is a GPU. TOOLS have the same layout and
+# are not report steps. A program of one file, experiments/<name>.c, builds as bin/<name> too.
+EXPERIMENTS      := sampling kv_cache attention_kernels hardware_budget
+CUDA_EXPERIMENTS := kv_cache attention_kernels hardware_budget
+TOOLS            := generate hwinfo
+LAB_SRC    := $(wildcard experiments/lab/*.c)
+HELPER_SRC := $(filter-out %/main.c,$(wildcard $(patsubst %,experiments/%/*.c,$(EXPERIMENTS) $(TOOLS))))
+LAB_LIB    := $(BUILD)/liblab.a
+HELPER_LIB := $(BUILD)/libhelpers.a
+
+PROGRAMS := $(patsubst %,$(BIN)/%,$(EXPERIMENTS) $(TOOLS)) $(patsubst experiments/%.c,$(BIN)/%,$(PROG_SRC)) \
+            $(if $(wildcard render/main.c),$(BIN)/render)
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
-# Link order is layer order, top first: each library uses only those after it.
-LIBS     := $(ENGINE_LIB) $(CUDA_LIB) $(KERNEL_LIB) $(BASE_LIB)
+# Link order is layer order, top first: each library uses only those after it (the
+# experiments' helpers, the harness, the engine, the CUDA and CPU kernels, the base).
+LIBS     := $(HELPER_LIB) $(LAB_LIB) $(ENGINE_LIB) $(CUDA_LIB) $(KERNEL_LIB) $(BASE_LIB)
 LINK_LIBS = $(filter %.a,$^)
 
-.PHONY: all deps test report models compare gpu-check clean distclean help FORCE
+.PHONY: all deps test report experiments models compare gpu-check clean distclean help FORCE
 .SECONDARY:
 .DEFAULT_GOAL := all
 
@@ -123,6 +141,7 @@ $(CONFIG_STAMP): FORCE
 $(BUILD)/kernels/%.o: INC := $(KERNEL_INC)
 $(BUILD)/kernels/base/%.o: INC := $(BASE_INC)
 $(BUILD)/experiments/engine/%.o: INC := $(ENGINE_INC)
+$(BUILD)/experiments/lab/%.o: INC := $(LAB_INC)
 $(BUILD)/render/%.o: INC := $(RENDER_INC) $(RENDER_CFLAGS)
 $(BUILD)/tests/test_render%.o: INC := $(INCLUDES) $(RENDER_CFLAGS)
 
@@ -155,7 +174,18 @@ $(BIN)/render: $(BUILD)/render/main.o $(RENDER_LIB) $(BASE_LIB)
 	@mkdir -p $(BIN)
 	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(RENDER_LIBS) -lm
 
+$(LAB_LIB): $(call obj,$(LAB_SRC))
+$(HELPER_LIB): $(call obj,$(HELPER_SRC))
+$(LAB_LIB) $(HELPER_LIB):
+	@mkdir -p $(dir $@)
+	rm -f $@ && $(AR) rcs $@ $^
+
+# A program is experiments/<name>.c, or experiments/<name>/main.c with its helpers (linked
+# from HELPER_LIB).
 $(BIN)/%: $(BUILD)/experiments/%.o $(LIBS)
+	@mkdir -p $(BIN)
+	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(LDLIBS)
+$(BIN)/%: $(BUILD)/experiments/%/main.o $(LIBS)
 	@mkdir -p $(BIN)
 	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(LDLIBS)
 
@@ -168,35 +198,61 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBS)
 
 test: $(TESTS) $(PROGRAMS)
 	@failed=""; for t in $(TESTS); do \
-	    echo "== $$t"; INFERLAB_ROOT=$(CURDIR) INFERLAB_BIN=$(CURDIR)/$(BIN) $$t || failed="$$failed $${t##*/}"; done; \
+	    echo "== $$t"; INFERLAB_ROOT=$(CURDIR) INFERLAB_BIN=$(CURDIR)/$(BIN) \
+	        INFERLAB_CUDA_EXPERIMENTS="$(CUDA_EXPERIMENTS)" $$t || failed="$$failed $${t##*/}"; done; \
 	if [ -n "$$failed" ]; then echo "FAILED:$$failed"; exit 1; fi; echo "all test programs passed"
 
 # --- the lab: models -> experiments -> report -------------------------------------------
 # OUT is out/<hw slug> unless given; it is computed after the build, so `report` re-enters
-# make. Each CSV depends on its program, its model and the profile, so only stale steps run.
+# make. Each experiment is a step whose target is a CSV it writes; the step depends on its
+# program, its inputs and the profile, so only stale steps run.
 MODELS_DIR := out/models/$(PROFILE)
 TARGET     := $(MODELS_DIR)/target.gguf
 RUN        = $(BIN)/$(1) --profile $(PROFILE) --out $(OUT)
-REPORT_CSVS = $(OUT)/kv_cache_runs.csv $(OUT)/sampling_temperature.csv \
-              $(OUT)/attention_kernels.csv $(OUT)/hardware_budget.csv
+
+# Per experiment: the CSV that is its CPU step's target (one it writes last), its arguments
+# beyond --profile and --out, the files it reads, and for a CUDA experiment the file where
+# its GPU step says why it did not run (the .skip that the report section reads: see
+# templates/README.md, "Not run").
+sampling_CSV               = sampling_temperature.csv
+sampling_ARGS              = --model $(TARGET)
+sampling_INPUTS            = $(TARGET)
+kv_cache_CSV               = kv_cache_runs.csv
+kv_cache_ARGS              = --model $(TARGET)
+kv_cache_INPUTS            = $(TARGET)
+kv_cache_CUDA_SKIP         = kv_cache_runs.cuda.skip
+attention_kernels_CSV      = attention_kernels.csv
+attention_kernels_CUDA_SKIP = attention_kernels.cuda.skip
+hardware_budget_CSV        = hardware_budget.csv
+hardware_budget_ARGS       = --model $(TARGET)
+hardware_budget_INPUTS     = $(TARGET) templates/hardware.csv templates/model_presets.csv
+hardware_budget_CUDA_SKIP  = hardware_measured.cuda.skip
 
 # On a machine with a GPU (the build has CUDA and `nvidia-smi -L` lists a device) the report
-# also runs the experiments' --backend cuda variants into the same run directory. They write
-# CSVs of their own (kv_cache_*_cuda.csv, cuda_attention.csv and cuda_gemm.csv,
-# hardware_*_cuda.csv), so each backend is its own target and re-runs only when stale.
+# also runs the CUDA experiments' --backend cuda variants into the same run directory: each is
+# a step of its own, whose target is the stamp <name>.cuda.stamp, and re-runs only when stale.
+# A GPU run adds its rows to the tables of both backends (same files, same columns, the
+# backend a key column) and writes the tables derived from them (hardware_*_cuda.csv).
 # Without a GPU none of this exists and `make report` is the CPU pipeline alone.
 HAS_GPU    := $(if $(filter 1,$(CUDA)),$(shell nvidia-smi -L >/dev/null 2>&1 && echo 1))
-CUDA_CSVS   = $(if $(HAS_GPU),$(OUT)/kv_cache_runs_cuda.csv $(OUT)/cuda_attention.csv \
-                              $(OUT)/hardware_measured_cuda.csv)
+REPORT_CSVS = $(foreach e,$(EXPERIMENTS),$(OUT)/$($(e)_CSV)) \
+              $(if $(HAS_GPU),$(foreach e,$(CUDA_EXPERIMENTS),$(OUT)/$(e).cuda.stamp))
 # A CUDA step that finds no usable device after all exits 2: that is "not run", not a failure.
-# Its reason goes into <target>.skip, which the report prints in place of the GPU part.
-RUN_CUDA   = rm -f $(basename $@).skip; rc=0; $(call RUN,$(1)) --backend cuda $(2) || rc=$$?; \
-             if [ $$rc -eq 2 ]; then echo "no usable CUDA device (see the make log)" > $(basename $@).skip; \
-             elif [ $$rc -ne 0 ]; then exit $$rc; fi
+# Its reason goes into the experiment's _CUDA_SKIP file, which the report prints in place of
+# the GPU part, and the step has no stamp, so the next `make report` tries again.
+RUN_CUDA   = rm -f $(OUT)/$($(1)_CUDA_SKIP); rc=0; $(call RUN,$(1)) --backend cuda $(2) || rc=$$?; \
+             if [ $$rc -eq 2 ]; then echo "no usable CUDA device (see the make log)" > $(OUT)/$($(1)_CUDA_SKIP); \
+             elif [ $$rc -ne 0 ]; then exit $$rc; else touch $@; fi
 
 report: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory report-run OUT="$${OUT:-out/$$($(BIN)/hwinfo --slug)}"
+
+# Every experiment's step into OUT, without the PDF (the end-to-end test reruns them).
+experiments:
+	@test -n "$(OUT)" || { echo "usage: make experiments OUT=DIR [PROFILE=quick]"; exit 2; }
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory $(REPORT_CSVS)
 
 models:
 	@$(MAKE) --no-print-directory $(BIN)/train
@@ -217,23 +273,18 @@ $(OUT)/profile.stamp: FORCE
 	@mkdir -p $(OUT)
 	@echo $(PROFILE) | cmp -s - $@ || echo $(PROFILE) > $@
 
-$(OUT)/kv_cache_runs.csv: $(BIN)/kv_cache $(TARGET) $(OUT)/profile.stamp
-	$(call RUN,kv_cache) --model $(TARGET)
-$(OUT)/sampling_temperature.csv: $(BIN)/sampling $(TARGET) $(OUT)/profile.stamp
-	$(call RUN,sampling) --model $(TARGET)
-$(OUT)/attention_kernels.csv: $(BIN)/attention_kernels $(OUT)/profile.stamp
-	$(call RUN,attention_kernels)
-$(OUT)/hardware_budget.csv: $(BIN)/hardware_budget $(TARGET) templates/hardware.csv templates/model_presets.csv $(OUT)/profile.stamp
-	$(call RUN,hardware_budget) --model $(TARGET)
+# The steps of experiment $(1): on the CPU, and (for CUDA experiments) on the GPU.
+define EXPERIMENT_STEPS
+$(OUT)/$($(1)_CSV): $(BIN)/$(1) $($(1)_INPUTS) $(OUT)/profile.stamp
+	$$(call RUN,$(1)) $($(1)_ARGS)
+ifneq ($(filter $(1),$(CUDA_EXPERIMENTS)),)
+$(OUT)/$(1).cuda.stamp: $(BIN)/$(1) $($(1)_INPUTS) $(OUT)/profile.stamp
+	$$(call RUN_CUDA,$(1),$($(1)_ARGS))
+endif
+endef
+$(foreach e,$(EXPERIMENTS),$(eval $(call EXPERIMENT_STEPS,$(e))))
 
-$(OUT)/kv_cache_runs_cuda.csv: $(BIN)/kv_cache $(TARGET) $(OUT)/profile.stamp
-	$(call RUN_CUDA,kv_cache,--model $(TARGET))
-$(OUT)/cuda_attention.csv: $(BIN)/attention_kernels $(OUT)/profile.stamp
-	$(call RUN_CUDA,attention_kernels)
-$(OUT)/hardware_measured_cuda.csv: $(BIN)/hardware_budget $(TARGET) templates/model_presets.csv $(OUT)/profile.stamp
-	$(call RUN_CUDA,hardware_budget,--model $(TARGET))
-
-$(OUT)/report.pdf: $(REPORT_CSVS) $(CUDA_CSVS) $(BIN)/render $(wildcard templates/*.tmpl templates/*/*.tmpl)
+$(OUT)/report.pdf: $(REPORT_CSVS) $(BIN)/render $(wildcard templates/*.tmpl templates/*/*.tmpl)
 	$(BIN)/render --out $@ $(OUT)
 endif
 

@@ -78,9 +78,26 @@ void rundata_close(RunData *r) {
     memset(r, 0, sizeof *r);
 }
 
+// "F.csv[column=value]" into its file name and filter; 0 when name has no filter.
+static int row_filter(const char *name, char *file, size_t file_size, char *column, char *value, size_t size) {
+    const char *open = strchr(name, '['), *eq = open ? strchr(open, '=') : NULL;
+    size_t len = strlen(name);
+    if (!open || !eq || name[len - 1] != ']') return 0;
+    snprintf(file, file_size, "%.*s", (int)(open - name), name);
+    snprintf(column, size, "%.*s", (int)(eq - open - 1), open + 1);
+    snprintf(value, size, "%.*s", (int)(name + len - 1 - eq - 1), eq + 1);
+    return 1;
+}
+
 int rundata_has(const RunData *r, const char *name) {
-    char path[PATH_MAX];
-    return find_csv(r, name, path, sizeof path);
+    char path[PATH_MAX], file[PATH_MAX], column[128], value[128];
+    if (!row_filter(name, file, sizeof file, column, value, sizeof value)) return find_csv(r, name, path, sizeof path);
+    Table t;
+    if (!find_csv(r, file, path, sizeof path) || table_load(&t, path, NULL)) return 0;
+    int col = table_column(&t, column), found = 0;
+    for (int i = 0; col >= 0 && i < t.n_rows && !found; i++) found = strcmp(table_cell(&t, i, col), value) == 0;
+    table_free(&t);
+    return found;
 }
 
 const Table *rundata_table(RunData *r, const char *name, Error *err) {
@@ -117,10 +134,11 @@ const char *rundata_meta(const RunData *r, const char *key) {
 }
 
 void rundata_missing_reason(const RunData *r, const char *name, const char *fallback, char *buf, size_t size) {
-    char path[PATH_MAX];
-    const char *dot = strrchr(name, '.');
-    int stem = dot ? (int)(dot - name) : (int)strlen(name);
-    snprintf(path, sizeof path, "%s/%.*s.skip", r->dir, stem, name);
+    char path[PATH_MAX], file[PATH_MAX], column[128], value[128] = "";
+    int filtered = row_filter(name, file, sizeof file, column, value, sizeof value);
+    const char *csv = filtered ? file : name, *dot = strrchr(csv, '.');
+    int stem = dot ? (int)(dot - csv) : (int)strlen(csv);
+    snprintf(path, sizeof path, "%s/%.*s%s%s.skip", r->dir, stem, csv, filtered ? "." : "", value);
     FILE *f = fopen(path, "rb");
     if (f) {
         char line[512] = "";

@@ -31,12 +31,13 @@ typedef struct {
 int rundata_open(RunData *r, const char *dir, const char *ref_dir, Error *err);
 void rundata_close(RunData *r);
 
-// 1 when the CSV exists in the run directory or the reference directory.
+// 1 when the CSV exists in the run directory or the reference directory. "F.csv[column=value]"
+// asks for a row of F.csv whose column holds value (a backend's rows in a table of both).
 int rundata_has(const RunData *r, const char *name);
 // The CSV, read on first use; NULL (err set) when it is missing or malformed.
 const Table *rundata_table(RunData *r, const char *name, Error *err);
 // A meta.csv value, or NULL.
 const char *rundata_meta(const RunData *r, const char *key);
-// Why `name` is missing: the first line of its .skip file, else `fallback` (when non-NULL),
-// else "NAME was not found in DIR".
+// Why `name` is missing: the first line of its .skip file (F.skip for F.csv, F.value.skip for
+// F.csv[column=value]), else `fallback` (when non-NULL), else "NAME was not found in DIR".
 void rundata_missing_reason(const RunData *r, const char *name, const char *fallback, char *buf, size_t size);

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # gpu_check.sh: the one thing to run on a machine with an NVIDIA GPU (`make gpu-check`).
 # Builds the CUDA test and the GPU programs, runs the CUDA tests (every GPU kernel, cuDNN's
-# fused attention and a whole decode step against the CPU reference), then bin/cuda_bench:
-# attention naive vs our flash kernel vs cuDNN's fused SDPA at the seeds' shape (B=4 H=12
+# fused attention and a whole decode step against the CPU reference), then
+# bin/attention_kernels --backend cuda --summary: attention naive vs our flash kernel vs cuDNN's fused SDPA at the seeds' shape (B=4 H=12
 # T=2048 D=64 fp16) and T sweeps to 16K, and the cuBLAS matmul rates (fp32, tf32, fp16,
 # bf16); then the other experiments' --backend cuda runs in the quick profile: hardware_budget
 # (device bandwidth, matmul peaks, our decode's MBU) and, when a trained model exists,
@@ -33,13 +33,13 @@ else
 fi
 
 section "build (CUDA=1, $jobs jobs; log: $out/build.log)"
-if ! make -j"$jobs" CUDA=1 build/tests/test_cuda bin/cuda_bench bin/kv_cache bin/hardware_budget \
+if ! make -j"$jobs" CUDA=1 build/tests/test_cuda bin/attention_kernels bin/kv_cache bin/hardware_budget \
         >"$out/build.log" 2>&1; then
     tail -n 30 "$out/build.log"
     echo "gpu_check: build failed" >&2
     exit 1
 fi
-echo "built build/tests/test_cuda, bin/cuda_bench, bin/kv_cache, bin/hardware_budget"
+echo "built build/tests/test_cuda, bin/attention_kernels, bin/kv_cache, bin/hardware_budget"
 
 section "CUDA tests (log: $out/test_cuda.log)"
 timeout 600 ./build/tests/test_cuda >"$out/test_cuda.log" 2>&1
@@ -53,16 +53,16 @@ else
     tests="FAILED (exit $test_rc; see $out/test_cuda.log)"
 fi
 
-section "benchmarks (log: $out/cuda_bench.log)"
-bench_args=(--out "$out")
+section "benchmarks (log: $out/attention_kernels.log)"
+bench_args=(--backend cuda --summary --out "$out")
 [ "$quick" = 1 ] && bench_args+=(--quick)
-timeout 900 ./bin/cuda_bench "${bench_args[@]}" >"$out/cuda_bench.txt" 2>"$out/cuda_bench.log"
+timeout 900 ./bin/attention_kernels "${bench_args[@]}" >"$out/attention_kernels.txt" 2>"$out/attention_kernels.log"
 bench_rc=$?
-cat "$out/cuda_bench.log"
+cat "$out/attention_kernels.log"
 case $bench_rc in
-    0) bench="ran: $out/cuda_attention.csv, $out/cuda_gemm.csv" ;;
-    2) bench="$(tail -n 1 "$out/cuda_bench.log" | sed 's/^cuda_bench: //')" ;;
-    *) bench="FAILED (exit $bench_rc; see $out/cuda_bench.log)" ;;
+    0) bench="ran: the cuda rows of $out/attention_kernels.csv and $out/sgemm_peak.csv" ;;
+    2) bench="$(tail -n 1 "$out/attention_kernels.log" | sed 's/^attention_kernels: //')" ;;
+    *) bench="FAILED (exit $bench_rc; see $out/attention_kernels.log)" ;;
 esac
 
 # The engine on the GPU: an experiment's --backend cuda run, quick profile. Exit 2 is "not run".
@@ -92,7 +92,7 @@ section "summary"
 echo "tests:      $tests"
 echo "benchmarks: $bench"
 echo "$experiments" | sed 's/^/experiment: /'
-[ "$bench_rc" -eq 0 ] && sed -n '/^== GPU check summary/,$p' "$out/cuda_bench.txt"
+[ "$bench_rc" -eq 0 ] && sed -n '/^== GPU check summary/,$p' "$out/attention_kernels.txt"
 if [ "$test_rc" -ne 0 ] || [ "$experiments_failed" -ne 0 ] || { [ "$bench_rc" -ne 0 ] && [ "$bench_rc" -ne 2 ]; }; then
     exit 1
 fi

@@ -1,15 +1,21 @@
-// test_cli.c: the shared command-line options and value parsers (experiments/engine/cli.c):
-// good values parse, bad ones are rejected with a message naming the option and the text.
+// test_cli.c: the shared command-line options, value parsers and progress lines
+// (experiments/lab/cli.c) and the experiment harness's option tables and CSV paths
+// (experiments/lab/lab.c): good values parse, bad ones are rejected with a message naming
+// the option and the text.
 // Run: make build/tests/test_cli && ./build/tests/test_cli
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 #include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "hw.h"
+#include "lab.h"
 
 static void test_parse_long(void **state) {
     (void)state;
@@ -94,12 +100,245 @@ static void test_common_options_with_getopt(void **state) {
     assert_int_equal(c.threads, 3);
 }
 
+static void test_parse_u64(void **state) {
+    (void)state;
+    uint64_t v = 0;
+    Error err;
+    assert_int_equal(cli_parse_u64("--seed", "18446744073709551615", &v, &err), 0);
+    assert_true(v == UINT64_MAX); // beyond a double's 53 bits: parsed exactly
+    assert_int_equal(cli_parse_u64("--seed", "9007199254740993", &v, &err), 0);
+    assert_true(v == 9007199254740993ull);
+    const char *bad[] = {"", "-1", "+1", " 1", "1.5", "1e3", "18446744073709551616", "x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        v = 7;
+        assert_int_equal(cli_parse_u64("--seed", bad[i], &v, &err), -1);
+        assert_true(v == 7);
+        assert_non_null(strstr(err.msg, "--seed"));
+    }
+}
+
+// An experiment of every option kind, as a program declares one.
+static long t_max;
+static double ratio;
+static uint64_t seed;
+static const char *model;
+static int verbose;
+static const LabOption OPTIONS[] = {
+    {.name = "t-max", .short_name = 'T', .kind = LAB_INT, .value = &t_max, .arg = "N", .help = "longest",
+     .def = "256", .min = 128, .max = 4096},
+    {.name = "ratio", .kind = LAB_DOUBLE, .value = &ratio, .arg = "R", .help = "ratio", .def = "0.5", .min = 0,
+     .max = 1},
+    {.name = "seed", .kind = LAB_U64, .value = &seed, .arg = "S", .help = "seed", .def = "42"},
+    {.name = "model", .kind = LAB_TEXT, .value = &model, .arg = "FILE", .help = "model", .required = 1},
+    {.name = "verbose", .kind = LAB_FLAG, .value = &verbose, .help = "more"},
+    {0},
+};
+static const LabTable TABLES[] = {{"both", "backend,x", "on both", LAB_BOTH}, {"cpu_only", "backend,x", "cpu", LAB_CPU},
+                                  {"gpu_only", "backend,x", "gpu", LAB_CUDA}, {0}};
+static int no_run(LabRun *r) {
+    (void)r;
+    return 0;
+}
+static const Experiment EXPERIMENT = {"exp", "[options]", "A test.", OPTIONS, TABLES, LAB_COMMON | LAB_BACKEND, NULL,
+                                      no_run};
+
+// lab_parse on a NULL-terminated argument list; 0 or -1 (err says why).
+static int parse(LabRun *r, int *help, Error *err, ...) {
+    char *argv[32] = {"exp"};
+    int argc = 1;
+    va_list ap;
+    va_start(ap, err);
+    for (char *a; (a = va_arg(ap, char *)) != NULL;) argv[argc++] = a;
+    va_end(ap);
+    model = NULL;
+    verbose = 0;
+    return lab_parse(&EXPERIMENT, argc, argv, r, help, err);
+}
+
+// A run of EXPERIMENT with --out dir and nothing else.
+static LabRun run_into(const char *dir) {
+    LabRun r;
+    int help;
+    Error err;
+    assert_int_equal(parse(&r, &help, &err, "--out", dir, NULL), 0);
+    return r;
+}
+
+static void test_lab_defaults_and_values(void **state) {
+    (void)state;
+    LabRun r;
+    int help;
+    Error err;
+    assert_int_equal(parse(&r, &help, &err, NULL), 0);
+    assert_int_equal(t_max, 256); // the table's defaults
+    assert_true(ratio == 0.5);
+    assert_true(seed == 42);
+    assert_null(model);
+    assert_int_equal(r.backend, BACKEND_CPU);
+    assert_string_equal(r.profile, "full");
+    assert_int_equal(r.quick, 0);
+    assert_int_equal(help, 0);
+
+    assert_int_equal(parse(&r, &help, &err, "-T", "1024", "--ratio", "0.25", "--seed", "18446744073709551615",
+                           "--model", "m.gguf", "--verbose", "--quick", "--threads", "2", "--out", "/tmp/o",
+                           "--backend", "cuda", "-h", NULL),
+                     0);
+    assert_int_equal(t_max, 1024);
+    assert_true(ratio == 0.25);
+    assert_true(seed == UINT64_MAX);
+    assert_string_equal(model, "m.gguf");
+    assert_int_equal(verbose, 1);
+    assert_int_equal(r.quick, 1);
+    assert_int_equal(r.threads, 2);
+    assert_string_equal(r.out_dir, "/tmp/o");
+    assert_int_equal(r.backend, BACKEND_CUDA);
+    assert_int_equal(help, 1);
+    assert_int_equal(parse(&r, &help, &err, "--t-max=512", NULL), 0);
+    assert_int_equal(t_max, 512);
+}
+
+// Every bad command line fails with a message that names what is wrong.
+static void test_lab_rejects_bad_input(void **state) {
+    (void)state;
+    static const struct {
+        const char *args[3], *message;
+    } bad[] = {
+        {{"--t-max", "100"}, "--t-max: 100 is out of range [128, 4096]"},
+        {{"-T", "12x"}, "--t-max: '12x' is not an integer"},
+        {{"--ratio", "1.5"}, "--ratio: 1.5 is out of range"},
+        {{"--ratio", "nan"}, "--ratio: 'nan' is not a number"},
+        {{"--seed", "-1"}, "--seed: '-1' is not an unsigned 64-bit integer"},
+        {{"--backend", "tpu"}, "--backend: 'tpu' is neither cpu nor cuda"},
+        {{"--profile", "medium"}, "--profile: 'medium'"},
+        {{"--threads", "0"}, "--threads: 0 is out of range"},
+        {{"--nope"}, "unknown option '--nope'"},
+        {{"--t-max"}, "option '--t-max' needs a value"},
+        {{"stray"}, "unexpected argument 'stray'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        LabRun r;
+        int help;
+        Error err = {""};
+        assert_int_equal(parse(&r, &help, &err, bad[i].args[0], bad[i].args[1], NULL), -1);
+        if (!strstr(err.msg, bad[i].message)) fail_msg("case %zu: '%s' lacks '%s'", i, err.msg, bad[i].message);
+    }
+}
+
+// Every backend's run writes the same file for a table of both.
+static void test_lab_csv_paths(void **state) {
+    (void)state;
+    LabRun r = run_into("/tmp/o");
+    char path[256];
+    lab_csv_path(&r, 0, path, sizeof path);
+    assert_string_equal(path, "/tmp/o/both.csv");
+    lab_csv_path(&r, 1, path, sizeof path);
+    assert_string_equal(path, "/tmp/o/cpu_only.csv");
+    r.backend = BACKEND_CUDA;
+    lab_csv_path(&r, 0, path, sizeof path);
+    assert_string_equal(path, "/tmp/o/both.csv");
+    lab_csv_path(&r, 2, path, sizeof path);
+    assert_string_equal(path, "/tmp/o/gpu_only.csv");
+}
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("%s is missing", path);
+    static char text[4096];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    return text;
+}
+
+// One run of the table of both backends on `backend`, with the given rows' x values.
+static void write_both(const char *dir, Backend backend, const char *x1, const char *x2) {
+    LabRun r = run_into(dir);
+    r.backend = backend;
+    CsvWriter w = lab_csv(&r, 0);
+    csv_row(&w, "%s,%s", backend_name(backend), x1);
+    csv_row(&w, "%s,%s", backend_name(backend), x2);
+    csv_close(&w);
+}
+
+// A run replaces its own backend's rows and keeps the other's, CPU rows first whichever ran
+// last; a quoted field with a line break survives; a file with other columns is replaced.
+static void test_lab_csv_merges_backends(void **state) {
+    (void)state;
+    char dir[] = "/tmp/inferlab-merge-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/both.csv", dir);
+    write_both(dir, BACKEND_CUDA, "g1", "\"two\nlines\"");
+    assert_string_equal(read_text(path), "backend,x\ncuda,g1\ncuda,\"two\nlines\"\n");
+    write_both(dir, BACKEND_CPU, "c1", "c2");
+    assert_string_equal(read_text(path), "backend,x\ncpu,c1\ncpu,c2\ncuda,g1\ncuda,\"two\nlines\"\n");
+    write_both(dir, BACKEND_CUDA, "g3", "g4");
+    assert_string_equal(read_text(path), "backend,x\ncpu,c1\ncpu,c2\ncuda,g3\ncuda,g4\n");
+    write_both(dir, BACKEND_CPU, "c5", "c6");
+    assert_string_equal(read_text(path), "backend,x\ncpu,c5\ncpu,c6\ncuda,g3\ncuda,g4\n");
+
+    FILE *f = fopen(path, "w");
+    fputs("backend,old_column\ncuda,1\n", f);
+    fclose(f);
+    write_both(dir, BACKEND_CPU, "c7", "c8");
+    assert_string_equal(read_text(path), "backend,x\ncpu,c7\ncpu,c8\n");
+    char cmd[96];
+    snprintf(cmd, sizeof cmd, "rm -r %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_lab_meta(void **state) {
+    (void)state;
+    LabRun r = run_into("/tmp/o");
+    lab_meta(&r, "exp_threads", "%d", 3);
+    lab_meta(&r, "exp_model", "%s", "m.gguf");
+    assert_int_equal(r.n_meta, 2);
+    assert_string_equal(r.meta[0].key, "exp_threads");
+    assert_string_equal(r.meta[0].value, "3");
+    assert_string_equal(r.meta[1].value, "m.gguf");
+}
+
+// Into a log (not a terminal) progress is one plain line per call once the interval has
+// passed; with interval 0, every call.
+static void test_progress_lines_in_a_log(void **state) {
+    (void)state;
+    char path[] = "/tmp/inferlab-progress-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+    progress_every(0);
+    progress("step %d", 1);
+    progress_step(2, 4, "half");
+    progress_every(3600);
+    progress("never"); // within the hour since the last line
+    progress_done();
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    FILE *f = fopen(path, "r");
+    char text[256] = "";
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    close(fd);
+    unlink(path);
+    assert_string_equal(text, "step 1\n[2/4] half\n");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_long),
         cmocka_unit_test(test_parse_double),
         cmocka_unit_test(test_common_defaults),
         cmocka_unit_test(test_common_options_with_getopt),
+        cmocka_unit_test(test_parse_u64),
+        cmocka_unit_test(test_lab_defaults_and_values),
+        cmocka_unit_test(test_lab_rejects_bad_input),
+        cmocka_unit_test(test_lab_csv_paths),
+        cmocka_unit_test(test_lab_csv_merges_backends),
+        cmocka_unit_test(test_lab_meta),
+        cmocka_unit_test(test_progress_lines_in_a_log),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,10 +1,12 @@
 // test_e2e.c: the whole pipeline, end to end: `make report PROFILE=quick OUT=<tmp>` must
 // leave every CSV with its header and row count, and a PDF whose text holds each section
 // and numbers taken from the CSVs; every measured row must name its backend (cpu; cuda too
-// where the report ran on a GPU), and without a GPU every --backend cuda run must end "not
-// run" (exit 2) and write nothing; a second run of the experiments with the same seeds must
-// reproduce every non-timing column exactly.
-// Run from the repository root: make test (it sets INFERLAB_ROOT); takes a minute or two.
+// where the report ran on a GPU), and without a GPU every --backend cuda run (of the
+// Makefile's CUDA_EXPERIMENTS) must end "not run" (exit 2) and write nothing; a second run
+// of the experiments (`make experiments`, the report's steps without the PDF) with the same
+// seeds must reproduce every non-timing column exactly.
+// Run from the repository root: make test (it sets INFERLAB_ROOT, INFERLAB_BIN and
+// INFERLAB_CUDA_EXPERIMENTS); takes a minute or two.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,11 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "csv.h"
 
-static char root[512], bin[512], out_dir[256], again_dir[256];
+static char root[512], bin[512], tmp_dir[64], out_dir[256], again_dir[256];
 
 #define MAX_FIELDS 64
 
@@ -92,6 +95,7 @@ static int setup(void **state) {
     snprintf(bin, sizeof bin, "%s", b ? b : "bin");
     char tmpl[] = "/tmp/inferlab-e2e-XXXXXX";
     if (!mkdtemp(tmpl)) return -1;
+    snprintf(tmp_dir, sizeof tmp_dir, "%s", tmpl);
     snprintf(out_dir, sizeof out_dir, "%s/run", tmpl);
     snprintf(again_dir, sizeof again_dir, "%s/again", tmpl);
     char cmd[4096];
@@ -103,8 +107,8 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[2400];
-    snprintf(cmd, sizeof cmd, "rm -rf %s %s %s.log", out_dir, again_dir, out_dir);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_dir);
     return system(cmd) == 0 ? 0 : -1;
 }
 
@@ -128,8 +132,9 @@ static const struct {
                              "distinct_2,repeat_4gram_rate,drift_word_frac,gen_nll_nats", 22},
     {"sampling_samples.csv", "setting,temperature,top_k,top_p,repetition_penalty,seed,tokens,prompt,text", 7},
     {"attention_kernels.csv", "backend,seq_len,causal,impl,batch,heads,head_dim,threads,reps,time_ms_median,"
-                              "time_ms_p10,time_ms_p90,gflop_s,work_bytes,io_bytes,max_abs_err", 8},
-    {"sgemm_peak.csv", "backend,n,threads,reps,time_ms_median,time_ms_p10,time_ms_p90,gflop_s,gflop_s_best", 1},
+                              "time_ms_p10,time_ms_p90,gflop_s,work_bytes,io_bytes,max_abs_err,dtype,peak_bytes,"
+                              "max_rel_err,rows_checked", 8},
+    {"sgemm_peak.csv", "backend,n,threads,reps,time_ms_median,time_ms_p10,time_ms_p90,gflop_s,gflop_s_best,mode", 1},
     {"hardware_budget.csv", NULL, 144},
     {"roofline.csv", NULL, 43},
 };
@@ -147,65 +152,74 @@ static void test_csv_headers_and_rows(void **state) {
         if (EXPECTED[i].header && strcmp(header, EXPECTED[i].header) != 0)
             fail_msg("%s header:\n  got  %s\n  want %s", EXPECTED[i].file, header, EXPECTED[i].header);
         Csv c = read_csv(out_dir, EXPECTED[i].file);
-        if (c.n_rows - 1 != EXPECTED[i].rows)
-            fail_msg("%s: %d rows, want %d", EXPECTED[i].file, c.n_rows - 1, EXPECTED[i].rows);
+        int rows = 0; // the CPU's: a table of both backends also holds a GPU's rows
+        for (int r = 1; r < c.n_rows; r++) rows += strcmp(c.cells[0][0], "backend") != 0 || strcmp(c.cells[r][0], "cuda") != 0;
+        if (rows != EXPECTED[i].rows) fail_msg("%s: %d rows, want %d", EXPECTED[i].file, rows, EXPECTED[i].rows);
         free_csv(&c);
     }
 }
 
-// Every row of the CSVs an experiment measured on one backend names it in its first column.
-static const char *CPU_CSVS[] = {"kv_cache_runs.csv", "kv_cache_speedup.csv", "kv_cache_steps.csv",
-                                 "kv_cache_memory.csv", "attention_kernels.csv", "sgemm_peak.csv",
-                                 "hardware_measured.csv"};
-static const char *CUDA_CSVS[] = {"kv_cache_runs_cuda.csv", "kv_cache_speedup_cuda.csv", "kv_cache_steps_cuda.csv",
-                                  "kv_cache_memory_cuda.csv", "cuda_attention.csv", "cuda_gemm.csv",
-                                  "hardware_measured_cuda.csv"};
-// Computed from the GPU's measurements, like their CPU twins: no backend column.
-static const char *CUDA_DERIVED_CSVS[] = {"hardware_cuda.csv", "hardware_budget_cuda.csv", "roofline_cuda.csv"};
+// The measured tables: one file each for both backends, the backend a key column.
+static const char *MEASURED_CSVS[] = {"kv_cache_runs.csv", "kv_cache_speedup.csv", "kv_cache_steps.csv",
+                                      "kv_cache_memory.csv", "hardware_measured.csv", "attention_kernels.csv",
+                                      "sgemm_peak.csv"};
 
-static void check_backend_column(const char *dir, const char *file, const char *backend) {
+// How many rows of file name `backend` in their first column, which must be the backend
+// column, every row naming cpu or cuda.
+static int backend_rows(const char *dir, const char *file, const char *backend) {
     Csv c = read_csv(dir, file);
     if (strcmp(c.cells[0][0], "backend") != 0) fail_msg("%s: first column '%s', want backend", file, c.cells[0][0]);
-    if (c.n_rows < 2) fail_msg("%s: no rows", file);
-    for (int r = 1; r < c.n_rows; r++)
-        if (strcmp(c.cells[r][0], backend) != 0) fail_msg("%s row %d: backend '%s', want %s", file, r, c.cells[r][0], backend);
+    int n = 0;
+    for (int r = 1; r < c.n_rows; r++) {
+        const char *b = c.cells[r][0];
+        if (strcmp(b, "cpu") != 0 && strcmp(b, "cuda") != 0) fail_msg("%s row %d: backend '%s'", file, r, b);
+        n += strcmp(b, backend) == 0;
+    }
     free_csv(&c);
+    return n;
 }
 
 static int exists(const char *dir, const char *file) {
     char path[1300];
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    FILE *f = fopen(path, "r");
-    if (f) fclose(f);
-    return f != NULL;
+    return access(path, F_OK) == 0;
 }
 
-// The CPU rows say cpu. Where the report ran on a GPU its CUDA CSVs say cuda; elsewhere every
-// --backend cuda run must end "not run" (exit 2) without writing a CSV.
+// Every measured table holds the CPU's rows; where the report ran on a GPU, the GPU's too (in
+// every table); elsewhere every --backend cuda run must end "not run" (exit 2) without
+// writing anything.
 static void test_backend_column(void **state) {
     (void)state;
-    for (size_t i = 0; i < sizeof CPU_CSVS / sizeof CPU_CSVS[0]; i++) check_backend_column(out_dir, CPU_CSVS[i], "cpu");
-    if (exists(out_dir, "kv_cache_runs_cuda.csv")) {
-        for (size_t i = 0; i < sizeof CUDA_CSVS / sizeof CUDA_CSVS[0]; i++)
-            check_backend_column(out_dir, CUDA_CSVS[i], "cuda");
-        return;
+    int n = (int)(sizeof MEASURED_CSVS / sizeof MEASURED_CSVS[0]), with_gpu = 0;
+    for (int i = 0; i < n; i++) {
+        if (backend_rows(out_dir, MEASURED_CSVS[i], "cpu") == 0) fail_msg("%s: no cpu rows", MEASURED_CSVS[i]);
+        with_gpu += backend_rows(out_dir, MEASURED_CSVS[i], "cuda") > 0;
     }
-    char dir[300], cmd[4096];
+    if (with_gpu == n) return;
+    if (with_gpu > 0) fail_msg("cuda rows in %d of the %d measured tables", with_gpu, n);
+    char dir[300], cmd[4096], list[1024];
     snprintf(dir, sizeof dir, "%s/nocuda", again_dir);
-    const char *programs[] = {"kv_cache --model out/models/quick/target.gguf", "attention_kernels",
-                              "hardware_budget --model out/models/quick/target.gguf"};
-    for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++) {
-        snprintf(cmd, sizeof cmd, "cd %s && %s/%s --backend cuda --profile quick --out %s 2>/dev/null", root, bin,
-                 programs[i], dir);
+    const char *experiments = getenv("INFERLAB_CUDA_EXPERIMENTS");
+    if (!experiments || !*experiments) fail_msg("INFERLAB_CUDA_EXPERIMENTS is not set (run through make test)");
+    snprintf(list, sizeof list, "%s", experiments);
+    for (char *name = strtok(list, " "); name; name = strtok(NULL, " ")) {
+        snprintf(cmd, sizeof cmd, "cd %s && %s/%s --backend cuda --profile quick --out %s 2> %s/nocuda.stderr", root,
+                 bin, name, dir, tmp_dir);
         int status = system(cmd);
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 2)
-            fail_msg("%s --backend cuda without a device: exit status %d, want 2", programs[i],
+            fail_msg("%s --backend cuda without a device: exit status %d, want 2", name,
                      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        // exit 2 is also what a usage error gives: the message must say "not run"
+        char path[320], message[512] = "", want[96];
+        snprintf(path, sizeof path, "%s/nocuda.stderr", tmp_dir);
+        FILE *f = fopen(path, "r");
+        if (!f || !fgets(message, sizeof message, f)) fail_msg("%s --backend cuda printed nothing", name);
+        fclose(f);
+        snprintf(want, sizeof want, "%s: not run: ", name);
+        if (strncmp(message, want, strlen(want)) != 0) fail_msg("%s --backend cuda said '%s'", name, message);
     }
-    for (size_t i = 0; i < sizeof CUDA_CSVS / sizeof CUDA_CSVS[0]; i++)
-        if (exists(dir, CUDA_CSVS[i])) fail_msg("%s was written by a run that did not happen", CUDA_CSVS[i]);
-    for (size_t i = 0; i < sizeof CUDA_DERIVED_CSVS / sizeof CUDA_DERIVED_CSVS[0]; i++)
-        if (exists(dir, CUDA_DERIVED_CSVS[i])) fail_msg("%s was written by a run that did not happen", CUDA_DERIVED_CSVS[i]);
+    // not even its directory: the runs stopped before writing anything
+    if (exists(dir, ".")) fail_msg("%s was created by runs that did not happen", dir);
 }
 
 static char *pdf_text(const char *pdf) {
@@ -258,7 +272,8 @@ static const struct {
     {"sampling_penalty.csv", "*"},
     {"sampling_samples.csv", "*"},
     {"attention_kernels.csv",
-     "backend,seq_len,causal,impl,batch,heads,head_dim,threads,work_bytes,io_bytes,max_abs_err"},
+     "backend,seq_len,causal,impl,batch,heads,head_dim,threads,work_bytes,io_bytes,max_abs_err,dtype,peak_bytes,"
+     "max_rel_err,rows_checked"},
 };
 
 static void compare_columns(const char *file, const char *columns) {
@@ -282,12 +297,9 @@ static void compare_columns(const char *file, const char *columns) {
 static void test_non_timing_columns_reproduce(void **state) {
     (void)state;
     char cmd[8192];
-    // the same programs, model, seeds and thread count as the pipeline (see the Makefile)
-    snprintf(cmd, sizeof cmd,
-             "cd %s && for p in kv_cache sampling; do %s/$p --profile quick --out %s "
-             "--model out/models/quick/target.gguf > /dev/null 2>&1 || exit 1; done && "
-             "%s/attention_kernels --profile quick --out %s > /dev/null 2>&1",
-             root, bin, again_dir, bin, again_dir);
+    // the same programs, model, seeds and thread count as the pipeline: its own steps
+    snprintf(cmd, sizeof cmd, "make -s -C %s experiments PROFILE=quick OUT=%s > %s.log 2>&1 || { tail -30 %s.log; exit 1; }",
+             root, again_dir, again_dir, again_dir);
     run(cmd);
     for (size_t i = 0; i < sizeof DETERMINISTIC / sizeof DETERMINISTIC[0]; i++)
         compare_columns(DETERMINISTIC[i].file, DETERMINISTIC[i].columns);

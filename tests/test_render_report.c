@@ -3,8 +3,9 @@
 // its page count, metadata, outline (pdftohtml -xml) and text (pdftotext) must hold the
 // sections, numbered captions, "not run" notices and numbers computed here from the CSVs;
 // every figure is saved as a PNG of the expected size. Compare mode overlays both runs and
-// tabulates B/A. Template mistakes name the template line, and a failed render leaves no
-// PDF behind. bin/render's command line is checked when $INFERLAB_BIN has it.
+// tabulates B/A. A requirement of one backend's rows (F.csv[backend=cuda]) holds only when
+// such a row exists, and reads its reason from F.cuda.skip. Template mistakes name the
+// template line, and a failed render leaves no PDF behind. bin/render's command line is checked when $INFERLAB_BIN has it.
 // Run: make build/tests/test_render_report && ./build/tests/test_render_report
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 
 #include "pdf.h"
 #include "report.h"
+#include "rundata.h"
 #include "table.h"
 #include "test_render_util.h"
 
@@ -291,6 +293,34 @@ static void test_malformed_run_csv(void **state) {
     assert_false(file_exists(out));
 }
 
+// A table of both backends: @requires F.csv[backend=cuda] holds only when a cuda row exists.
+static void test_requires_rows_of_a_backend(void **state) {
+    (void)state;
+    char run[700], path[800], reason[256];
+    snprintf(run, sizeof run, "%s/run_backends", scratch);
+    mkdir(run, 0777);
+    snprintf(path, sizeof path, "%s/x.csv", run);
+    write_text(path, "backend,v\ncpu,1\n");
+    RunData r;
+    Error err;
+    assert_int_equal(rundata_open(&r, run, NULL, &err), 0);
+    assert_true(rundata_has(&r, "x.csv"));
+    assert_true(rundata_has(&r, "x.csv[backend=cpu]"));
+    assert_false(rundata_has(&r, "x.csv[backend=cuda]"));
+    assert_false(rundata_has(&r, "x.csv[nope=cpu]"));
+    assert_false(rundata_has(&r, "y.csv[backend=cpu]"));
+    rundata_missing_reason(&r, "x.csv[backend=cuda]", "no CUDA device", reason, sizeof reason);
+    assert_string_equal(reason, "no CUDA device");
+    snprintf(path, sizeof path, "%s/x.cuda.skip", run);
+    write_text(path, "no usable CUDA device (see the make log)\n");
+    rundata_missing_reason(&r, "x.csv[backend=cuda]", "no CUDA device", reason, sizeof reason);
+    assert_string_equal(reason, "no usable CUDA device (see the make log)");
+    snprintf(path, sizeof path, "%s/x.csv", run);
+    write_text(path, "backend,v\ncpu,1\ncuda,2\n");
+    assert_true(rundata_has(&r, "x.csv[backend=cuda]"));
+    rundata_close(&r);
+}
+
 // --- the command line ---------------------------------------------------------------------------
 
 static void test_command_line(void **state) {
@@ -343,7 +373,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_single_report),     cmocka_unit_test(test_compare_report),
         cmocka_unit_test(test_compare_default_path), cmocka_unit_test(test_template_mistakes),
-        cmocka_unit_test(test_malformed_run_csv), cmocka_unit_test(test_command_line),
+        cmocka_unit_test(test_malformed_run_csv), cmocka_unit_test(test_requires_rows_of_a_backend),
+        cmocka_unit_test(test_command_line),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

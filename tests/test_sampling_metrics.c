@@ -1,4 +1,4 @@
-// test_sampling_metrics.c: the sampling experiment's metrics (experiments/engine/sampling_metrics.h).
+// test_sampling_metrics.c: the sampling experiment's metrics (experiments/sampling/sampling_metrics.h).
 //   - entropy and NLL against hand-computed values (uniform, dyadic, one-hot, k/10
 //     distributions), NLL stable under a +1000 logit shift and +inf for a masked target;
 //   - word splitting and interning: case folding, digits and punctuation as separators,

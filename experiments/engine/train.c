@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "cli.h"
 #include "corpus.h"
 #include "csv.h"
+#include "progress.h"
 #include "rng.h"
 
 // Reductions are split into this many fixed chunks and summed in order, so their result
@@ -697,7 +697,7 @@ static void progress_bar(const char *label, int step, int steps, double loss, do
     for (int i = 0; i < WIDTH; i++) bar[i] = i < filled ? '#' : '.';
     bar[WIDTH] = '\0';
     int eta = eta_s > 0 && eta_s < 1e6 ? (int)eta_s : 0;
-    cli_progress("%-14s [%s] step %d/%d loss %.3f %.1fk tok/s ETA %d:%02d", label, bar, step, steps, loss,
+    progress("%-14s [%s] step %d/%d loss %.3f %.1fk tok/s ETA %d:%02d", label, bar, step, steps, loss,
                  tok_s / 1000.0, eta / 60, eta % 60);
 }
 
@@ -779,7 +779,7 @@ int train_run(Trainer *t, const TrainData *d, const TrainRun *run, TrainResult *
         res->val_loss = t->log[t->n_log - 1].val_loss;
         res->val_bpb = t->log[t->n_log - 1].val_bpb;
     }
-    if (run->label) cli_progress_done();
+    if (run->label) progress_done();
     res->wall_seconds = now_seconds() - start;
     free(inputs);
     free(targets);

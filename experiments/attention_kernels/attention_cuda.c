@@ -9,10 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "csv.h"
-#include "hw.h"
-#include "meta.h"
+#include "progress.h"
 
 enum { MAX_POINTS = 64, SEED = 1234 };
 
@@ -37,75 +34,62 @@ int cuda_attention_points(CudaAttnPoint *out, int max, int max_t) {
     return n;
 }
 
-// cuda_gemm.csv: the cuBLAS matmul rate in every mode at size^3.
-static void measure_gemm(const char *dir, const Settings *st, CudaAttentionRun *run) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/cuda_gemm.csv", dir);
-    CsvWriter w = csv_open(path, "backend,mode,m,n,k,median_ms,p10_ms,p90_ms,reps,tflop_s");
+// sgemm_peak.csv's GPU rows: the cuBLAS matmul rate in every mode at size^3.
+static void measure_gemm(CsvWriter *w, const Settings *st, CudaAttentionRun *run) {
     int n = run->gemm_size = st->gemm_size;
     for (int mode = GEMM_FP32; mode <= GEMM_BF16; mode++) {
-        cli_progress("cuda: %s matmul %d^3", gemm_mode_name(mode), n);
+        progress("cuda: %s matmul %d^3", gemm_mode_name(mode), n);
         BenchStats t;
         run->gemm_tflops[mode] = cuda_matmul_bench(mode, n, n, n, st->warmup, st->reps, &t);
-        csv_row(&w, "cuda,%s,%d,%d,%d,%.6g,%.6g,%.6g,%d,%.6g", gemm_mode_name(mode), n, n, n, t.median_ms, t.p10_ms,
-                t.p90_ms, t.reps, run->gemm_tflops[mode]);
+        double gflop = 2.0 * n * (double)n * n * 1e-9;
+        csv_row(w, "cuda,%d,,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%s", n, t.reps, t.median_ms, t.p10_ms, t.p90_ms,
+                1e3 * run->gemm_tflops[mode], gflop / (t.min_ms * 1e-3), gemm_mode_name(mode));
     }
-    csv_close(&w);
 }
 
-// cuda_attention.csv: every implementation at every point it can run.
-static void measure_attention(const char *dir, const Settings *st, int max_t, CudaAttentionRun *run) {
+// attention_kernels.csv's GPU rows: every implementation at every point it can run. The
+// workspace is the peak device memory beyond q, k, v and out.
+static void measure_attention(CsvWriter *w, const Settings *st, int max_t, CudaAttentionRun *run) {
     CudaAttnPoint points[MAX_POINTS];
     int n = cuda_attention_points(points, MAX_POINTS, max_t);
     run->n_attn = n * CUDA_ATTN_COUNT;
     run->attn = callocCheck((size_t)run->n_attn, sizeof(CudaAttnMeasured));
-    char path[1024];
-    snprintf(path, sizeof path, "%s/cuda_attention.csv", dir);
-    CsvWriter w = csv_open(path, "backend,impl,dtype,causal,batch,heads,seq_len,head_dim,median_ms,p10_ms,p90_ms,reps,"
-                                 "tflop_s,peak_bytes,max_abs_error,max_rel_error,rows_checked");
     for (int i = 0; i < n; i++)
         for (int impl = 0; impl < CUDA_ATTN_COUNT; impl++) {
             CudaAttnMeasured *m = &run->attn[i * CUDA_ATTN_COUNT + impl];
             const CudaAttnShape *s = &points[i].s;
             m->p = points[i];
             m->impl = impl;
-            cli_progress("cuda: %s attention T=%d D=%d %s causal=%d", cuda_attn_impl_name(impl), s->T, s->D,
+            progress("cuda: %s attention T=%d D=%d %s causal=%d", cuda_attn_impl_name(impl), s->T, s->D,
                          dtype_name(s->dtype), s->causal);
             Error err;
             if (cuda_attention_bench(impl, s, st->warmup, st->reps, SEED, &m->r, &err) != 0) {
-                cli_progress_done();
+                progress_done();
                 fprintf(stderr, "cuda: skipped: %s\n", err.msg);
                 continue;
             }
             m->ok = 1;
             const CudaAttnResult *r = &m->r;
-            csv_row(&w, "cuda,%s,%s,%d,%d,%d,%d,%d,%.6g,%.6g,%.6g,%d,%.6g,%zu,%.6g,%.6g,%d", cuda_attn_impl_name(impl),
-                    dtype_name(s->dtype), s->causal, s->B, s->H, s->T, s->D, r->time.median_ms, r->time.p10_ms,
-                    r->time.p90_ms, r->time.reps, r->tflops, r->peak_bytes, r->max_abs_error, r->max_rel_error,
-                    r->rows_checked);
+            size_t io = 4 * (size_t)s->B * s->H * s->T * s->D * dtype_size(s->dtype);
+            size_t work = r->peak_bytes > io ? r->peak_bytes - io : 0;
+            csv_row(w, "cuda,%d,%d,%s,%d,%d,%d,,%d,%.6g,%.6g,%.6g,%.6g,%zu,%zu,%.6g,%s,%zu,%.6g,%d", s->T, s->causal,
+                    cuda_attn_impl_name(impl), s->B, s->H, s->D, r->time.reps, r->time.median_ms, r->time.p10_ms,
+                    r->time.p90_ms, 1e3 * r->tflops, work, io, r->max_abs_error, dtype_name(s->dtype),
+                    r->peak_bytes, r->max_rel_error, r->rows_checked);
         }
-    cli_progress_done();
-    csv_close(&w);
+    progress_done();
 }
 
-int cuda_attention_experiment(const char *out_dir, const char *profile, int max_t, CudaAttentionRun *run,
-                              char *why, size_t why_len) {
+void cuda_attention_experiment(const char *profile, int max_t, CsvWriter *gemm, CsvWriter *attention,
+                               CudaAttentionRun *run) {
     memset(run, 0, sizeof *run);
-    if (!cuda_available(why, why_len)) return 2;
     Settings st = settings_for(profile);
     if (max_t <= 0) max_t = st.max_t;
-    Error err;
-    if (meta_make_dir(out_dir, &err) != 0) die("%s", err.msg);
     cuda_init();
     cuda_device_name(run->device, sizeof run->device);
-    measure_gemm(out_dir, &st, run);
-    measure_attention(out_dir, &st, max_t, run);
-    HwInfo hw;
-    hw_probe(&hw);
-    MetaEntry extra[] = {{"cuda_device", run->device}};
-    if (meta_write(out_dir, &hw, profile, extra, 1, &err) != 0) die("%s", err.msg);
+    measure_gemm(gemm, &st, run);
+    measure_attention(attention, &st, max_t, run);
     cuda_shutdown();
-    return 0;
 }
 
 void cuda_attention_run_free(CudaAttentionRun *run) {

@@ -1,6 +1,7 @@
-// cli.h: the options every experiment shares, value parsers that reject bad input with a
-// clear message, and a progress line for long runs. Built on getopt_long: a program lists
-// CLI_COMMON_OPTIONS in its option table and hands unknown codes to cli_common_option.
+// cli.h: the options every experiment shares and value parsers that reject bad input with a
+// clear message (the progress line is the base's progress.h). Built on getopt_long. Experiments get
+// all of this through the harness (lab.h); a program with a parser of its own (bin/train)
+// lists CLI_COMMON_OPTIONS in its option table and hands unknown codes to cli_common_option.
 //
 //   enum { OPT_SEED = 1 };
 //   static const struct option opts[] = {CLI_COMMON_OPTIONS, {"seed", required_argument, 0, OPT_SEED}, {0}};
@@ -14,6 +15,7 @@
 #pragma once
 
 #include <getopt.h>
+#include <stdint.h>
 
 #include "common.h"
 
@@ -48,12 +50,10 @@ int cli_common_option(CliCommon *c, int code, const char *arg, Error *err);
 
 // Whole-string integer / number in [lo, hi]; err names the option and the bad text.
 int cli_parse_long(const char *option, const char *text, long lo, long hi, long *out, Error *err);
+// Whole-string unsigned 64-bit integer in decimal (a seed): no sign, no overflow.
+int cli_parse_u64(const char *option, const char *text, uint64_t *out, Error *err);
 int cli_parse_double(const char *option, const char *text, double lo, double hi, double *out, Error *err);
 
 // Print "<program>: <message>" and a pointer to --help on stderr, and exit(2).
 void cli_usage_error(const char *program, const char *message) __attribute__((noreturn));
 
-// A one-line progress message on stderr, overwritten in place; only when stderr is a
-// terminal, so logs and tests stay clean. cli_progress_done ends the line.
-void cli_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void cli_progress_done(void);

@@ -12,12 +12,21 @@
 typedef struct {
     AtomicFile file;
     int n_columns;
+    char key[32]; // csv_open_keyed's key; "" for a table of its own
 } CsvWriter;
 
 CsvWriter csv_open(const char *path, const char *header);
+// A table that several runs share, each writing the rows whose first column is its own key
+// (the backend: cpu, cuda). csv_close merges under a lock on the directory: the rows of an
+// existing file whose first field is another key stay (those of keys that sort before this
+// one, then this run's rows, then those after), its own key's old rows go. So a CPU run and a
+// GPU run each replace only their own rows, in either order. An existing file with another
+// header is replaced whole, with a warning on stderr.
+CsvWriter csv_open_keyed(const char *path, const char *header, const char *key);
 // One row, printf-style; dies if the number of fields differs from the header's (quoted
 // fields count as one) or its quotes are unbalanced, removing the temp file first.
 void csv_row(CsvWriter *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// Commit the table: the file appears complete at its path (merged, for a keyed table).
 void csv_close(CsvWriter *w);
 // Give up on the table: remove the temp file; nothing appears at the path.
 void csv_abort(CsvWriter *w);

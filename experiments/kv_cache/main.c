@@ -1,4 +1,4 @@
-// kv_cache.c: bin/kv_cache, project 11: what a KV cache buys.
+// kv_cache/main.c: bin/kv_cache, project 11: what a KV cache buys.
 //
 //   bin/kv_cache --model out/models/target.gguf [--out out/<hw>] [--profile quick|full] [--backend cpu|cuda]
 //
@@ -17,7 +17,8 @@
 // C heap's, or the device's tracking allocator's). Exits 2 ("not run") when no CUDA device
 // can be used.
 //
-// Writes under --out, every row starting with the backend (cpu, or cuda into *_cuda.csv):
+// Writes under --out, every row starting with the backend: one table per file for both
+// backends, where a run replaces its own backend's rows and keeps the other's:
 //   kv_cache_runs.csv    backend, prompt_len, gen_len, mode -> prefill, per-token decode, total times
 //   kv_cache_speedup.csv backend, prompt_len, gen_len (setting "P+G") -> measured speed-up and the theoretical FLOP ratio
 //   kv_cache_steps.csv   backend, mode, position -> latency of each decode step (the longest setting)
@@ -25,13 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
 #include "bench.h"
 #include "checkpoint.h"
-#include "cli.h"
-#include "csv.h"
-#include "kernels.h"
-#include "meta.h"
+#include "lab.h"
 #include "rng.h"
 #include "session.h"
 
@@ -219,7 +216,8 @@ static void write_mode(Outputs *out, const Config *c, Setting st, Mode mode, con
 
 // Generate with the cache `reps` times, then time the uncached steps `reps` times on the
 // same tokens; report the repetition whose total is the median.
-static void measure_setting(Runner *run, Setting st, int reps, int write_steps, Outputs *out) {
+// `index` of `count` settings, for the progress line.
+static void measure_setting(Runner *run, Setting st, int reps, int write_steps, int index, int count, Outputs *out) {
     const Config *c = run->config;
     int total = st.prompt_len + st.gen_len, G = st.gen_len;
     int *tokens = mallocCheck(total * sizeof(int)), *again = mallocCheck(total * sizeof(int));
@@ -234,7 +232,8 @@ static void measure_setting(Runner *run, Setting st, int reps, int write_steps, 
         {timed_steps(G, some_steps), some_steps, mallocCheck((size_t)reps * G * sizeof(double)),
          mallocCheck(reps * sizeof(double))}};
     for (int rep = 0; rep < reps; rep++) {
-        cli_progress("kv_cache %s %d+%d cache rep %d/%d", out->backend, st.prompt_len, G, rep + 1, reps);
+        progress_step(index, count, "kv_cache %s %d+%d cache rep %d/%d", out->backend, st.prompt_len, G, rep + 1,
+                          reps);
         double *ms = times[MODE_CACHE].steps + (size_t)rep * G;
         generate_cached(run, st, rep == 0 ? tokens : again, ms);
         if (rep > 0 && memcmp(tokens, again, total * sizeof(int)) != 0)
@@ -242,7 +241,8 @@ static void measure_setting(Runner *run, Setting st, int reps, int write_steps, 
         times[MODE_CACHE].totals[rep] = integrate_steps(all_steps, ms, G);
     }
     for (int rep = 0; rep < reps; rep++) {
-        cli_progress("kv_cache %s %d+%d no_cache rep %d/%d", out->backend, st.prompt_len, G, rep + 1, reps);
+        progress_step(index, count, "kv_cache %s %d+%d no_cache rep %d/%d", out->backend, st.prompt_len, G,
+                          rep + 1, reps);
         ModeTimes *t = &times[MODE_NO_CACHE];
         double *ms = t->steps + (size_t)rep * t->n_steps;
         time_uncached(run, st, tokens, t->step_index, t->n_steps, ms);
@@ -275,89 +275,89 @@ static void measure_memory(Runner *r, CsvWriter *w, int n_layers, int n_kv, int 
             (int)sizeof(float), cache_bytes, measured, formula);
 }
 
-int main(int argc, char **argv) {
-    enum { OPT_MODEL = 1, OPT_BACKEND };
-    static const struct option opts[] = {CLI_COMMON_OPTIONS, {"model", required_argument, 0, OPT_MODEL},
-                                         {"backend", required_argument, 0, OPT_BACKEND}, {0, 0, 0, 0}};
-    CliCommon common;
-    cli_common_defaults(&common);
-    const char *model_path = NULL;
-    Backend backend = BACKEND_CPU;
-    Error err;
-    for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
-        if (c == OPT_MODEL) model_path = optarg;
-        else if (c == OPT_BACKEND) {
-            if (backend_parse(optarg, &backend, &err) != 0) cli_usage_error("kv_cache", err.msg);
-        } else if (cli_common_option(&common, c, optarg, &err) != 1)
-            cli_usage_error("kv_cache", c == '?' ? "unknown option" : err.msg);
-    }
-    if (common.help) {
-        printf("usage: bin/kv_cache --model FILE [options]\n"
-               "  --model FILE     GGUF checkpoint to generate with\n" BACKEND_HELP CLI_COMMON_HELP
-               "--backend cuda exits 2 when no CUDA device can be used.\n");
-        return 0;
-    }
-    if (!model_path) cli_usage_error("kv_cache", "--model is required");
-    if (optind < argc) cli_usage_error("kv_cache", "unexpected argument");
-    backend_require(backend, "kv_cache");
-    kernels_set_threads(common.threads);
+static const Setting FULL_SETTINGS[] = {{256, 128}, {1024, 1024}, {32, 64}, {64, 64}, {128, 64}, {512, 64},
+                                        {1024, 64}, {32, 32}, {32, 128}, {32, 256}, {32, 512}};
+static const Setting QUICK_SETTINGS[] = {{256, 128}, {1024, 1024}, {128, 64}, {16, 64}, {64, 64}, {32, 32}, {32, 128}};
 
+static const char *model_path;
+
+static const LabOption OPTIONS[] = {
+    {.name = "model", .kind = LAB_TEXT, .value = &model_path, .arg = "FILE",
+     .help = "GGUF checkpoint to generate with", .required = 1},
+    {0},
+};
+
+enum { TABLE_RUNS, TABLE_SPEEDUP, TABLE_STEPS, TABLE_MEMORY };
+static const LabTable TABLES[] = {
+    {"kv_cache_runs", "backend,prompt_len,gen_len,mode,prefill_ms,decode_ms_median,decode_ms_p10,decode_ms_p90,"
+                      "total_ms_median,total_ms_p10,total_ms_p90,reps,timed_steps,flops",
+     "prompt_len, gen_len, mode -> prefill, per-token decode, total times", LAB_BOTH},
+    {"kv_cache_speedup", "backend,prompt_len,gen_len,setting,speedup,flop_ratio",
+     "measured speed-up and the theoretical FLOP ratio per setting", LAB_BOTH},
+    {"kv_cache_steps", "backend,mode,position,step_ms", "latency of each decode step of the longest setting", LAB_BOTH},
+    {"kv_cache_memory", "backend,n_layers,n_kv_heads,head_dim,context_len,element_bytes,cache_bytes,"
+                        "allocated_bytes,formula_bytes",
+     "cache bytes measured vs the formula per shape", LAB_BOTH},
+    {0},
+};
+
+// The memory table: the model's shape, MQA, twice the layers, at growing contexts.
+static void write_memory(Runner *e, CsvWriter *w) {
+    const Config *c = e->config;
+    int contexts[] = {256, 512, 1024, 2048, 4096};
+    int shapes[][2] = {{c->n_layers, c->n_kv_heads}, {c->n_layers, 1}, {2 * c->n_layers, c->n_kv_heads}};
+    for (int s = 0; s < 3; s++)
+        for (int i = 0; i < 5; i++) measure_memory(e, w, shapes[s][0], shapes[s][1], c->head_dim, contexts[i]);
+}
+
+static int run(LabRun *r) {
     Model m;
+    Error err;
     if (checkpoint_load(model_path, NULL, &m, NULL, &err) != 0) die("%s", err.msg);
-    if (meta_make_dir(common.out_dir, &err) != 0) die("%s", err.msg);
-
-    int quick = strcmp(common.profile, "quick") == 0;
     // The pair settings the seeds quote (256 + 128, 1K + 1K), then prompt and generation sweeps.
-    static const Setting full_settings[] = {{256, 128}, {1024, 1024}, {32, 64}, {64, 64}, {128, 64}, {512, 64},
-                                            {1024, 64}, {32, 32}, {32, 128}, {32, 256}, {32, 512}};
-    static const Setting quick_settings[] = {{256, 128}, {1024, 1024}, {128, 64}, {16, 64}, {64, 64}, {32, 32}, {32, 128}};
-    const Setting *settings = quick ? quick_settings : full_settings;
-    int n_settings = quick ? (int)(sizeof quick_settings / sizeof quick_settings[0])
-                           : (int)(sizeof full_settings / sizeof full_settings[0]);
-    int reps = quick ? 1 : 3;
+    const Setting *settings = r->quick ? QUICK_SETTINGS : FULL_SETTINGS;
+    int n_settings = r->quick ? (int)(sizeof QUICK_SETTINGS / sizeof QUICK_SETTINGS[0])
+                              : (int)(sizeof FULL_SETTINGS / sizeof FULL_SETTINGS[0]);
+    int reps = r->quick ? 1 : 3;
     int longest = 0; // its per-step latencies go to kv_cache_steps.csv
     for (int i = 1; i < n_settings; i++)
         if (settings[i].prompt_len + settings[i].gen_len > settings[longest].prompt_len + settings[longest].gen_len)
             longest = i;
     Runner runner;
-    runner_open(&runner, backend, &m, settings[longest].prompt_len + settings[longest].gen_len);
+    runner_open(&runner, r->backend, &m, settings[longest].prompt_len + settings[longest].gen_len);
 
-    char path[1024];
-    Outputs out = {.backend = backend_name(backend)};
-    backend_csv_path(path, sizeof path, common.out_dir, "kv_cache_runs", backend);
-    out.runs = csv_open(path, "backend,prompt_len,gen_len,mode,prefill_ms,decode_ms_median,decode_ms_p10,"
-                              "decode_ms_p90,total_ms_median,total_ms_p10,total_ms_p90,reps,timed_steps,flops");
-    backend_csv_path(path, sizeof path, common.out_dir, "kv_cache_speedup", backend);
-    out.speedup = csv_open(path, "backend,prompt_len,gen_len,setting,speedup,flop_ratio");
-    backend_csv_path(path, sizeof path, common.out_dir, "kv_cache_steps", backend);
-    out.steps = csv_open(path, "backend,mode,position,step_ms");
-    for (int i = 0; i < n_settings; i++) measure_setting(&runner, settings[i], reps, i == longest, &out);
-    cli_progress_done();
-
-    backend_csv_path(path, sizeof path, common.out_dir, "kv_cache_memory", backend);
-    CsvWriter mem = csv_open(path, "backend,n_layers,n_kv_heads,head_dim,context_len,element_bytes,cache_bytes,"
-                                   "allocated_bytes,formula_bytes");
-    const Config *c = &m.config;
-    int contexts[] = {256, 512, 1024, 2048, 4096};
-    int shapes[][2] = {{c->n_layers, c->n_kv_heads}, {c->n_layers, 1}, {2 * c->n_layers, c->n_kv_heads}};
-    for (int s = 0; s < 3; s++)
-        for (int i = 0; i < 5; i++) measure_memory(&runner, &mem, shapes[s][0], shapes[s][1], c->head_dim, contexts[i]);
+    Outputs out = {.backend = backend_name(r->backend)};
+    out.runs = lab_csv(r, TABLE_RUNS);
+    out.speedup = lab_csv(r, TABLE_SPEEDUP);
+    out.steps = lab_csv(r, TABLE_STEPS);
+    for (int i = 0; i < n_settings; i++) measure_setting(&runner, settings[i], reps, i == longest, i, n_settings, &out);
+    CsvWriter mem = lab_csv(r, TABLE_MEMORY);
+    write_memory(&runner, &mem);
     csv_close(&out.runs);
     csv_close(&out.speedup);
     csv_close(&out.steps);
     csv_close(&mem);
 
-    HwInfo hw;
-    hw_probe(&hw);
-    char sum_hex[17], device[256] = "";
+    char sum_hex[17];
+    if (meta_file_checksum(model_path, sum_hex, &err) != 0) die("%s", err.msg);
+    lab_meta(r, "kv_cache_model", "%s", model_path);
+    lab_meta(r, "kv_cache_model_fnv1a64", "%s", sum_hex);
 #ifdef INFERLAB_CUDA
-    if (backend == BACKEND_CUDA) cuda_device_name(device, sizeof device);
+    if (r->backend == BACKEND_CUDA) {
+        char device[256];
+        cuda_device_name(device, sizeof device);
+        lab_meta(r, "cuda_device", "%s", device);
+    }
 #endif
     runner_close(&runner);
-    if (meta_file_checksum(model_path, sum_hex, &err) != 0) die("%s", err.msg);
-    MetaEntry extra[] = {{"kv_cache_model", model_path}, {"kv_cache_model_fnv1a64", sum_hex}, {"cuda_device", device}};
-    if (meta_write(common.out_dir, &hw, common.profile, extra, backend == BACKEND_CUDA ? 3 : 2, &err) != 0)
-        die("%s", err.msg);
     model_free(&m);
     return 0;
 }
+
+static const Experiment KV_CACHE = {
+    "kv_cache", "--model FILE [options]",
+    "What a KV cache buys: the same greedy tokens with the cache (prefill once, one decode step per\n"
+    "token) and without it (every token recomputes the whole sequence), timed step by step.",
+    OPTIONS, TABLES, LAB_COMMON | LAB_BACKEND, NULL, run};
+
+int main(int argc, char **argv) { return lab_main(&KV_CACHE, argc, argv); }

@@ -34,11 +34,6 @@ void backend_require(Backend b, const char *program) {
     exit(2);
 }
 
-void backend_csv_path(char *buf, size_t size, const char *dir, const char *stem, Backend b) {
-    if (snprintf(buf, size, "%s/%s%s.csv", dir, stem, b == BACKEND_CUDA ? "_cuda" : "") >= (int)size)
-        die("output path too long: %s/%s", dir, stem);
-}
-
 const Ops *backend_open(Backend b) {
     if (b != BACKEND_CUDA) return ops_cpu();
 #ifdef INFERLAB_CUDA

@@ -1,4 +1,4 @@
-// hardware_budget.c: bin/hardware_budget, project 16: the hardware budget table and roofline.
+// hardware_budget/main.c: bin/hardware_budget, project 16: the hardware budget table and roofline.
 //
 //   bin/hardware_budget [--quick] [--out DIR] [--threads N] [--model FILE] [--context N]
 //                       [--hardware CSV] [--presets CSV] [--roofline-model NAME] [--backend cpu|cuda]
@@ -8,7 +8,7 @@
 // at batch 1, also on one thread and on all: (weight bytes + KV bytes read per token) / time
 // per token / bandwidth, where the bandwidth is the STREAM triad on as many threads (best
 // pass, STREAM's convention).
-// Then it computes the budget (experiments/engine/budget.h) of every model preset x weight
+// Then it computes the budget (budget.h, beside this file) of every model preset x weight
 // dtype (bf16, int8, int4) x hardware (the datasheets, and this machine as measured), and
 // the roofline points of every hardware: prefill of 1K tokens, decode steps, the decode MLP
 // at batch 1, 8 and 64, and decode attention.
@@ -18,8 +18,8 @@
 // (fallback_config below), named "random-untrained" in every row it appears in. A decode
 // step costs the same whatever the weights hold, so its MBU is that shape's.
 //
-// Writes under --out: hardware_measured.csv (its rows start with the backend, cpu),
-// hardware.csv (the datasheet table with this machine's measured row added),
+// Writes under --out: hardware_measured.csv (its rows start with the backend: a CPU and a GPU
+// run each replace their own rows in it), hardware.csv (the datasheet table with this machine's measured row added),
 // hardware_budget.csv, roofline.csv; merges meta.csv.
 //
 // --backend cuda measures the GPU instead, the same way: device memory bandwidth with STREAM
@@ -28,10 +28,9 @@
 // (engine/model_cuda.h, fp32 weights, batch 1, wall-clock per step including the copy of the
 // logits to the host). The GPU as measured becomes a hardware row of its own (kind gpu), and
 // the budget and roofline are computed for it alone: the roofline model's points on it, and
-// our model's predicted and measured decode. Writes hardware_measured_cuda.csv (rows start
-// with cuda; the threads column is empty), hardware_cuda.csv, hardware_budget_cuda.csv and
-// roofline_cuda.csv; exits 2 ("not run") when no CUDA device can be used.
-#include <getopt.h>
+// our model's predicted and measured decode. Writes its rows of hardware_measured.csv
+// (backend cuda; the threads column is empty), hardware_cuda.csv, hardware_budget_cuda.csv
+// and roofline_cuda.csv; exits 2 ("not run") when no CUDA device can be used.
 #include <math.h>
 #include <omp.h>
 #include <stdarg.h>
@@ -40,15 +39,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
 #include "bench.h"
 #include "budget.h"
 #include "checkpoint.h"
-#include "cli.h"
-#include "csv.h"
-#include "hw.h"
 #include "kernels.h"
-#include "meta.h"
+#include "lab.h"
 #include "peak.h"
 #include "rng.h"
 #include "session.h"
@@ -61,7 +56,8 @@
 
 // The lecture's worked example has batch 64 and a 1K-token prefill; the default context puts
 // Llama-2 13B's batch-64 bf16 KV at its "about 32 GB" (64 x 610 x 819,200 B = 32.0 GB).
-enum { LARGE_BATCH = 64, PREFILL_TOKENS = 1024, DEFAULT_CONTEXT = 610, MAX_CONTEXTS = 4 };
+#define DEFAULT_CONTEXT "610"
+enum { LARGE_BATCH = 64, PREFILL_TOKENS = 1024, MAX_CONTEXTS = 4 };
 
 static const NumFormat BUDGET_DTYPES[] = {NUM_BF16, NUM_INT8, NUM_INT4};
 static const int MLP_BATCHES[] = {1, 8, LARGE_BATCH};
@@ -90,22 +86,34 @@ static Settings settings_for(const char *profile) {
                       .gpu_gemm_n = 8192};
 }
 
-static void usage(void) {
-    printf("Usage: hardware_budget [options]\n"
-           "Measure this machine (STREAM bandwidth, sgemm peak, MBU of our decode) and compute the\n"
-           "hardware budget and roofline of model presets x dtypes x hardware.\n\n"
-           "  --model FILE        model whose decode MBU is measured (default " DEFAULT_MODEL
-           " when it\n"
-           "                      exists, else a random untrained model, named so in the CSVs)\n"
-           "  --context N         tokens each sequence attends to in the budget's decode (default %d)\n"
-           "  --hardware CSV      datasheet table (default " DEFAULT_HARDWARE ")\n"
-           "  --presets CSV       model shapes (default " DEFAULT_PRESETS ")\n"
-           "  --roofline-model M  preset drawn on every roofline (default " DEFAULT_ROOFLINE_MODEL ")\n" BACKEND_HELP
-           CLI_COMMON_HELP
-           "\nWrites hardware_measured.csv, hardware.csv, hardware_budget.csv and roofline.csv under\n"
-           "--out (with --backend cuda: the GPU's, into *_cuda.csv), and merges meta.csv.\n",
-           DEFAULT_CONTEXT);
-}
+#define MEASURED_COLUMNS "backend,measurement,threads,size,size_unit,reps,median,p10,p90,best,unit,model,notes"
+#define HARDWARE_COLUMNS "name,kind,memory_bytes,bandwidth_bytes_s,bf16_flop_s,fp32_flop_s,source"
+#define BUDGET_COLUMNS                                                                                      \
+    "model,weight_dtype,act_dtype,hardware,context_len,weight_gb,kv_bytes_per_token,kv_tokens_fit,kv_b64_gb," \
+    "fits_b64,decode_b1_ms,decode_b1_bound,decode_b64_ms,decode_b64_bound,throughput_b64_tok_s,prefill_1k_ms,"  \
+    "prefill_1k_bound,intensity_b1_flop_per_byte,intensity_b64_flop_per_byte,ridge_flop_per_byte,notes"
+#define ROOFLINE_COLUMNS                                                                                  \
+    "hardware,model,weight_dtype,act_dtype,point,batch,context_len,flops,bytes,intensity_flop_per_byte,"     \
+    "attainable_flop_s,achieved_flop_s,peak_flop_s,bandwidth_bytes_s,ridge_flop_per_byte,bound"
+
+// The measurements: one table of both backends. The tables derived from them hold no
+// backend column, so each backend keeps files of its own: the CPU's derived table t is
+// TABLES[t], the GPU's, of the same columns, TABLES[t + GPU_OFFSET].
+enum { TABLE_MEASURED, TABLE_HARDWARE, TABLE_BUDGET, TABLE_ROOFLINE, GPU_OFFSET = 3 };
+static const LabTable TABLES[] = {
+    {"hardware_measured", MEASURED_COLUMNS, "STREAM bandwidth, matmul peaks and decode MBU as measured", LAB_BOTH},
+    {"hardware", HARDWARE_COLUMNS, "the datasheet table with this machine's measured row", LAB_CPU},
+    {"hardware_budget", BUDGET_COLUMNS, "model preset x weight dtype x hardware -> memory, latency, throughput",
+     LAB_CPU},
+    {"roofline", ROOFLINE_COLUMNS, "roofline points: prefill, decode steps, MLP, attention; measured decode", LAB_CPU},
+    {"hardware_cuda", HARDWARE_COLUMNS, "the GPU as measured", LAB_CUDA},
+    {"hardware_budget_cuda", BUDGET_COLUMNS, "the budget on the GPU as measured", LAB_CUDA},
+    {"roofline_cuda", ROOFLINE_COLUMNS, "the roofline points on the GPU as measured", LAB_CUDA},
+    {0},
+};
+
+// Derived table t of this run's backend.
+static CsvWriter open_derived(LabRun *r, int t) { return lab_csv(r, r->backend == BACKEND_CUDA ? t + GPU_OFFSET : t); }
 
 // --- the lab's own model ------------------------------------------------------------------
 
@@ -201,7 +209,7 @@ static void measure_stream(Measured *me, const Settings *st, int threads) {
     for (int i = 0; i < (threads > 1 ? 2 : 1); i++)
         for (int k = STREAM_COPY; k <= STREAM_TRIAD; k++) {
             int t = thread_counts[i];
-            cli_progress("hardware_budget: STREAM %s, %d thread(s)", stream_kernel_name((StreamKernel)k), t);
+            progress("hardware_budget: STREAM %s, %d thread(s)", stream_kernel_name((StreamKernel)k), t);
             me->stream[me->n_stream++] = stream_measure((StreamKernel)k, n, t, st->stream_reps);
         }
 }
@@ -248,7 +256,7 @@ static void measure_decode(Measured *me, LabModel *lab, const Settings *st, cons
             DecodePoint *p = &me->decode[me->n_decode++];
             p->threads = thread_counts[t];
             p->context = contexts[i];
-            cli_progress("hardware_budget: %s decode at context %d, %d thread(s)", ops->name, p->context, p->threads);
+            progress("hardware_budget: %s decode at context %d, %d thread(s)", ops->name, p->context, p->threads);
             DecodeCall call = {&s, p->context};
             p->time = bench_run_budget(run_decode, &call, st->decode_warmup, st->decode_min_reps, st->decode_max_reps,
                                        st->decode_budget_s);
@@ -307,7 +315,7 @@ static void measure_gpu(Measured *me, LabModel *lab, const Settings *st) {
     me->llc_bytes = dev.l2_bytes;
     size_t n = stream_array_len(dev.l2_bytes, st->stream_min_bytes);
     for (int k = STREAM_COPY; k <= STREAM_TRIAD; k++) {
-        cli_progress("hardware_budget: GPU STREAM %s", stream_kernel_name((StreamKernel)k));
+        progress("hardware_budget: GPU STREAM %s", stream_kernel_name((StreamKernel)k));
         me->stream[me->n_stream++] = gpu_stream((StreamKernel)k, n, st->stream_reps);
     }
     const GemmMode modes[2] = {GEMM_FP32, GEMM_BF16};
@@ -315,7 +323,7 @@ static void measure_gpu(Measured *me, LabModel *lab, const Settings *st) {
         GemmPeak *g = &me->gemm[i];
         g->mode = modes[i];
         g->n = st->gpu_gemm_n;
-        cli_progress("hardware_budget: GPU %s matmul n = %d", gemm_mode_name(g->mode), g->n);
+        progress("hardware_budget: GPU %s matmul n = %d", gemm_mode_name(g->mode), g->n);
         cuda_matmul_bench(g->mode, g->n, g->n, g->n, 1, st->sgemm_max_reps, &g->time);
     }
     const StreamResult *triad = find_triad(me, 0);
@@ -372,12 +380,11 @@ static void write_peaks(CsvWriter *w, const Measured *me) {
 #endif
 }
 
-static void write_measured(const char *dir, const Measured *me, const LabModel *lab) {
-    char path[1024], model[160], th[16];
+static void write_measured(LabRun *r, const Measured *me, const LabModel *lab) {
+    char model[160], th[16];
     const char *be = backend_name(me->backend), *cache = me->backend == BACKEND_CPU ? "LLC" : "L2";
-    backend_csv_path(path, sizeof path, dir, "hardware_measured", me->backend);
     csv_quote(model, sizeof model, lab->shape.name);
-    CsvWriter w = csv_open(path, "backend,measurement,threads,size,size_unit,reps,median,p10,p90,best,unit,model,notes");
+    CsvWriter w = lab_csv(r, TABLE_MEASURED);
     for (int i = 0; i < me->n_stream; i++) {
         const StreamResult *r = &me->stream[i];
         csv_row(&w, "%s,stream_%s,%s,%zu,bytes_per_array,%d,%.6g,%.6g,%.6g,%.6g,GB/s,,arrays of 4x the %zu-byte %s "
@@ -404,10 +411,8 @@ static void write_measured(const char *dir, const Measured *me, const LabModel *
     csv_close(&w);
 }
 
-static void write_hardware(const char *dir, Backend b, const HardwareSpec *hws, int n) {
-    char path[1024];
-    backend_csv_path(path, sizeof path, dir, "hardware", b);
-    CsvWriter w = csv_open(path, "name,kind,memory_bytes,bandwidth_bytes_s,bf16_flop_s,fp32_flop_s,source");
+static void write_hardware(LabRun *r, const HardwareSpec *hws, int n) {
+    CsvWriter w = open_derived(r, TABLE_HARDWARE);
     for (int i = 0; i < n; i++) {
         char name[160], source[1200];
         csv_row(&w, "%s,%s,%.6g,%.6g,%.6g,%.6g,%s", csv_quote(name, sizeof name, hws[i].name), hws[i].kind,
@@ -448,14 +453,9 @@ static void budget_notes(char *buf, size_t size, const ModelShape *m, const Hard
 
 static const char *bound_name(const Roofline *r) { return r->compute_bound ? "compute" : "memory"; }
 
-static void write_budget(const char *dir, Backend b, const ModelShape *models, int n_models, const HardwareSpec *hws,
-                         int n_hw, int context) {
-    char path[1024];
-    backend_csv_path(path, sizeof path, dir, "hardware_budget", b);
-    CsvWriter w = csv_open(path, "model,weight_dtype,act_dtype,hardware,context_len,weight_gb,kv_bytes_per_token,"
-                                 "kv_tokens_fit,kv_b64_gb,fits_b64,decode_b1_ms,decode_b1_bound,decode_b64_ms,"
-                                 "decode_b64_bound,throughput_b64_tok_s,prefill_1k_ms,prefill_1k_bound,"
-                                 "intensity_b1_flop_per_byte,intensity_b64_flop_per_byte,ridge_flop_per_byte,notes");
+static void write_budget(LabRun *r, const ModelShape *models, int n_models, const HardwareSpec *hws, int n_hw,
+                         int context) {
+    CsvWriter w = open_derived(r, TABLE_BUDGET);
     for (int i = 0; i < n_models; i++)
         for (size_t d = 0; d < sizeof BUDGET_DTYPES / sizeof BUDGET_DTYPES[0]; d++)
             for (int j = 0; j < n_hw; j++) {
@@ -508,13 +508,9 @@ static void roofline_points(CsvWriter *w, const HardwareSpec *h, const ModelShap
 }
 
 // The roofline model's points on each of hws (n_hw), and our own model's on the machine measured.
-static void write_roofline(const char *dir, const HardwareSpec *hws, int n_hw, const ModelShape *roof_model,
+static void write_roofline(LabRun *r, const HardwareSpec *hws, int n_hw, const ModelShape *roof_model,
                            const LabModel *lab, const Measured *me, int context) {
-    char path[1024];
-    backend_csv_path(path, sizeof path, dir, "roofline", me->backend);
-    CsvWriter w = csv_open(path, "hardware,model,weight_dtype,act_dtype,point,batch,context_len,flops,bytes,"
-                                 "intensity_flop_per_byte,attainable_flop_s,achieved_flop_s,peak_flop_s,"
-                                 "bandwidth_bytes_s,ridge_flop_per_byte,bound");
+    CsvWriter w = open_derived(r, TABLE_ROOFLINE);
     Precision bf16 = {NUM_BF16, NUM_BF16};
     for (int j = 0; j < n_hw; j++) roofline_points(&w, &hws[j], roof_model, bf16, context);
     // Our own model as it runs here (fp32), predicted and measured side by side.
@@ -537,97 +533,99 @@ static const ModelShape *find_model(const ModelShape *models, int n, const char 
     return NULL;
 }
 
-int main(int argc, char **argv) {
-    enum { OPT_MODEL = 1, OPT_CONTEXT, OPT_HARDWARE, OPT_PRESETS, OPT_ROOFLINE_MODEL, OPT_BACKEND };
-    static const struct option options[] = {
-        CLI_COMMON_OPTIONS,
-        {"model", required_argument, 0, OPT_MODEL},
-        {"context", required_argument, 0, OPT_CONTEXT},
-        {"hardware", required_argument, 0, OPT_HARDWARE},
-        {"presets", required_argument, 0, OPT_PRESETS},
-        {"roofline-model", required_argument, 0, OPT_ROOFLINE_MODEL},
-        {"backend", required_argument, 0, OPT_BACKEND},
-        {0, 0, 0, 0},
-    };
-    CliCommon common;
-    cli_common_defaults(&common);
-    const char *model_path = NULL, *hardware_path = DEFAULT_HARDWARE, *presets_path = DEFAULT_PRESETS;
-    const char *roofline_name = DEFAULT_ROOFLINE_MODEL;
-    long context = DEFAULT_CONTEXT;
-    Backend backend = BACKEND_CPU;
-    Error err;
-    for (int c; (c = getopt_long(argc, argv, "", options, NULL)) != -1;) {
-        int bad = 0;
-        switch (c) {
-        case OPT_MODEL: model_path = optarg; break;
-        case OPT_CONTEXT: bad = cli_parse_long("--context", optarg, 1, 1 << 24, &context, &err); break;
-        case OPT_HARDWARE: hardware_path = optarg; break;
-        case OPT_PRESETS: presets_path = optarg; break;
-        case OPT_ROOFLINE_MODEL: roofline_name = optarg; break;
-        case OPT_BACKEND: bad = backend_parse(optarg, &backend, &err); break;
-        case '?': cli_usage_error(argv[0], "unknown option or missing value");
-        default:
-            if (cli_common_option(&common, c, optarg, &err) != 1) bad = 1;
-        }
-        if (bad) cli_usage_error(argv[0], err.msg);
-    }
-    if (optind < argc) cli_usage_error(argv[0], "unexpected argument");
-    if (common.help) {
-        usage();
-        return 0;
-    }
-    backend_require(backend, "hardware_budget");
-    Settings st = settings_for(common.profile);
+static const char *model_path, *hardware_path, *presets_path, *roofline_name;
+static long context;
 
+static const LabOption OPTIONS[] = {
+    {.name = "model", .kind = LAB_TEXT, .value = &model_path, .arg = "FILE",
+     .help = "model whose decode MBU is measured (default " DEFAULT_MODEL " when it\n"
+     "exists, else a random untrained model, named so in the CSVs)"},
+    {.name = "context", .kind = LAB_INT, .value = &context, .arg = "N",
+     .help = "tokens each sequence attends to in the budget's decode", .def = DEFAULT_CONTEXT, .min = 1,
+     .max = 1 << 24},
+    {.name = "hardware", .kind = LAB_TEXT, .value = &hardware_path, .arg = "CSV", .help = "datasheet table",
+     .def = DEFAULT_HARDWARE},
+    {.name = "presets", .kind = LAB_TEXT, .value = &presets_path, .arg = "CSV", .help = "model shapes",
+     .def = DEFAULT_PRESETS},
+    {.name = "roofline-model", .kind = LAB_TEXT, .value = &roofline_name, .arg = "M",
+     .help = "preset drawn on every roofline", .def = DEFAULT_ROOFLINE_MODEL},
+    {0},
+};
+
+// This machine's measurements; the hardware rows of the budget (*n_hw) and how many of them
+// (*n_roof, the first) get the roofline model's points.
+static HardwareSpec *measure(LabRun *r, Measured *me, LabModel *lab, const HardwareSpec *datasheets,
+                             int n_datasheets, int *n_hw, int *n_roof) {
+    Settings st = settings_for(r->profile);
+    int threads = omp_get_max_threads();
+    HardwareSpec *hws;
+    if (r->backend == BACKEND_CPU) {
+        measure_stream(me, &st, threads);
+        progress("hardware_budget: sgemm n = %d", st.sgemm_n);
+        me->sgemm = peak_sgemm(st.sgemm_n, st.sgemm_min_reps, st.sgemm_max_reps, st.sgemm_budget_s, 1);
+        describe_machine(me, &r->hw, threads);
+        me->roof_threads = threads;
+        int thread_counts[] = {1, threads};
+        measure_decode(me, lab, &st, ops_cpu(), thread_counts, threads > 1 ? 2 : 1);
+        // The budget covers the datasheets and this machine; the roofline model is drawn on the datasheets.
+        *n_hw = n_datasheets + 1;
+        *n_roof = n_datasheets;
+        hws = mallocCheck((size_t)*n_hw * sizeof(HardwareSpec));
+        memcpy(hws, datasheets, (size_t)n_datasheets * sizeof(HardwareSpec));
+        hws[n_datasheets] = me->spec;
+        return hws;
+    }
+#ifdef INFERLAB_CUDA
+    cuda_init();
+    measure_gpu(me, lab, &st);
+    char device[256];
+    cuda_device_name(device, sizeof device);
+    // The GPU run adds only the device: the model and context are the CPU run's keys (same options).
+    lab_meta(r, "cuda_device", "%s", device);
+    cuda_shutdown();
+#endif
+    // The GPU as measured, alone: the datasheets are the CPU run's tables.
+    *n_hw = *n_roof = 1;
+    hws = mallocCheck(sizeof(HardwareSpec));
+    hws[0] = me->spec;
+    return hws;
+}
+
+static void print_measured(const Measured *me, const LabModel *lab) {
+    for (int i = 0; i < me->n_stream; i++)
+        fprintf(stderr, "STREAM %-5s %d thread(s): %.2f GB/s best, %.2f median\n",
+                stream_kernel_name(me->stream[i].kernel), me->stream[i].threads, me->stream[i].gb_s_best,
+                me->stream[i].gb_s_median);
+    if (me->backend == BACKEND_CPU)
+        fprintf(stderr, "sgemm n = %d: %.1f GFLOP/s best, %.1f median\n", me->sgemm.n, me->sgemm.gflop_s_best,
+                me->sgemm.gflop_s_median);
+    else
+        fprintf(stderr, "%s: fp32 %.1f, bf16 %.1f GFLOP/s best (0 threads: the GPU)\n", me->spec.name,
+                me->spec.fp32_flop_s * 1e-9, me->spec.bf16_flop_s * 1e-9);
+    for (int i = 0; i < me->n_decode; i++)
+        fprintf(stderr, "decode %s, context %d, %d thread(s): %.3f ms/token, %.1f MB/token, MBU %.2f\n",
+                lab->shape.name, me->decode[i].context, me->decode[i].threads, me->decode[i].time.median_ms,
+                me->decode[i].bytes * 1e-6, mbu(&me->decode[i], me->decode[i].time.median_ms));
+}
+
+static int run(LabRun *r) {
     // Read every input before measuring anything, so a bad table fails at once.
     HardwareSpec *datasheets;
     ModelShape *presets;
     int n_datasheets, n_presets;
+    Error err;
     if (budget_load_hardware(hardware_path, &datasheets, &n_datasheets, &err)) die("%s", err.msg);
     if (budget_load_models(presets_path, &presets, &n_presets, &err)) die("%s", err.msg);
     const ModelShape *roof_model = find_model(presets, n_presets, roofline_name);
     if (!roof_model) die("--roofline-model: '%s' is not a model in %s", roofline_name, presets_path);
     LabModel lab;
     lab_model_open(&lab, model_path);
-
-    kernels_set_threads(common.threads);
-    int threads = omp_get_max_threads();
-    HwInfo hw;
-    hw_probe(&hw);
-    if (meta_make_dir(common.out_dir, &err)) die("%s", err.msg);
     double start = now_seconds();
 
-    Measured me = {.backend = backend};
-    char device[256] = ""; // the GPU measured
-    int n_hw, n_roof; // hardware rows in the budget; the first n_roof of them get the roofline model's points
-    HardwareSpec *hws;
-    if (backend == BACKEND_CPU) {
-        measure_stream(&me, &st, threads);
-        cli_progress("hardware_budget: sgemm n = %d", st.sgemm_n);
-        me.sgemm = peak_sgemm(st.sgemm_n, st.sgemm_min_reps, st.sgemm_max_reps, st.sgemm_budget_s, 1);
-        describe_machine(&me, &hw, threads);
-        me.roof_threads = threads;
-        int thread_counts[] = {1, threads};
-        measure_decode(&me, &lab, &st, ops_cpu(), thread_counts, threads > 1 ? 2 : 1);
-        // The budget covers the datasheets and this machine; the roofline model is drawn on the datasheets.
-        n_hw = n_datasheets + 1;
-        n_roof = n_datasheets;
-        hws = mallocCheck((size_t)n_hw * sizeof(HardwareSpec));
-        memcpy(hws, datasheets, (size_t)n_datasheets * sizeof(HardwareSpec));
-        hws[n_datasheets] = me.spec;
-    } else {
-#ifdef INFERLAB_CUDA
-        cuda_init();
-        measure_gpu(&me, &lab, &st);
-        cuda_device_name(device, sizeof device);
-        cuda_shutdown();
-#endif
-        // The GPU as measured, alone: the datasheets are the CPU run's tables.
-        n_hw = n_roof = 1;
-        hws = mallocCheck(sizeof(HardwareSpec));
-        hws[0] = me.spec;
-    }
-    cli_progress_done();
+    Measured me = {.backend = r->backend};
+    int n_hw, n_roof;
+    HardwareSpec *hws = measure(r, &me, &lab, datasheets, n_datasheets, &n_hw, &n_roof);
+    progress_done();
 
     // The presets and our own model.
     int n_models = n_presets + 1;
@@ -635,47 +633,24 @@ int main(int argc, char **argv) {
     memcpy(models, presets, (size_t)n_presets * sizeof(ModelShape));
     models[n_presets] = lab.shape;
 
-    write_measured(common.out_dir, &me, &lab);
-    write_hardware(common.out_dir, backend, hws, n_hw);
-    write_budget(common.out_dir, backend, models, n_models, hws, n_hw, (int)context);
-    write_roofline(common.out_dir, hws, n_roof, roof_model, &lab, &me, (int)context);
+    write_measured(r, &me, &lab);
+    write_hardware(r, hws, n_hw);
+    write_budget(r, models, n_models, hws, n_hw, (int)context);
+    write_roofline(r, hws, n_roof, roof_model, &lab, &me, (int)context);
 
-    char threads_text[16], context_text[16];
-    snprintf(threads_text, sizeof threads_text, "%d", threads);
-    snprintf(context_text, sizeof context_text, "%ld", context);
-    MetaEntry cpu_extra[] = {
-        {"hardware_budget_threads", threads_text},
-        {"hardware_budget_model", lab.path[0] ? lab.path : lab.shape.name},
-        {"hardware_budget_model_fnv1a64", lab.checksum[0] ? lab.checksum : "none"},
-        {"hardware_budget_context_len", context_text},
-        {"hardware_budget_assumptions",
-         "GB = 1e9 bytes; weights in bf16/int8/int4 (weight-only: scales not counted), KV and math in bf16; "
-         "decode time >= max(FLOPs / peak, bytes / bandwidth); batch-64 KV at context_len tokens per sequence; "
-         "MBU bandwidth = STREAM triad on as many threads as the decode, best pass"},
-    };
-    // The GPU run adds only the device: the model and context are the CPU run's keys (same options).
-    MetaEntry gpu_extra[] = {{"cuda_device", device}};
-    const MetaEntry *extra = backend == BACKEND_CPU ? cpu_extra : gpu_extra;
-    int n_extra = backend == BACKEND_CPU ? (int)(sizeof cpu_extra / sizeof cpu_extra[0]) : 1;
-    if (meta_write(common.out_dir, &hw, common.profile, extra, n_extra, &err)) die("%s", err.msg);
-
-    for (int i = 0; i < me.n_stream; i++)
-        fprintf(stderr, "STREAM %-5s %d thread(s): %.2f GB/s best, %.2f median\n",
-                stream_kernel_name(me.stream[i].kernel), me.stream[i].threads, me.stream[i].gb_s_best,
-                me.stream[i].gb_s_median);
-    if (backend == BACKEND_CPU)
-        fprintf(stderr, "sgemm n = %d: %.1f GFLOP/s best, %.1f median\n", me.sgemm.n, me.sgemm.gflop_s_best,
-                me.sgemm.gflop_s_median);
-    else
-        fprintf(stderr, "%s: fp32 %.1f, bf16 %.1f GFLOP/s best (0 threads: the GPU)\n", me.spec.name,
-                me.spec.fp32_flop_s * 1e-9, me.spec.bf16_flop_s * 1e-9);
-    for (int i = 0; i < me.n_decode; i++)
-        fprintf(stderr, "decode %s, context %d, %d thread(s): %.3f ms/token, %.1f MB/token, MBU %.2f\n",
-                lab.shape.name, me.decode[i].context, me.decode[i].threads, me.decode[i].time.median_ms,
-                me.decode[i].bytes * 1e-6, mbu(&me.decode[i], me.decode[i].time.median_ms));
-    const char *suffix = backend == BACKEND_CPU ? "" : "_cuda";
-    fprintf(stderr, "hardware_budget: wrote %s/{hardware_measured,hardware,hardware_budget,roofline}%s.csv in %.1f s\n",
-            common.out_dir, suffix, now_seconds() - start);
+    if (r->backend == BACKEND_CPU) {
+        lab_meta(r, "hardware_budget_threads", "%d", omp_get_max_threads());
+        lab_meta(r, "hardware_budget_model", "%s", lab.path[0] ? lab.path : lab.shape.name);
+        lab_meta(r, "hardware_budget_model_fnv1a64", "%s", lab.checksum[0] ? lab.checksum : "none");
+        lab_meta(r, "hardware_budget_context_len", "%ld", context);
+        lab_meta(r, "hardware_budget_assumptions", "%s",
+                 "GB = 1e9 bytes; weights in bf16/int8/int4 (weight-only: scales not counted), KV and math in bf16; "
+                 "decode time >= max(FLOPs / peak, bytes / bandwidth); batch-64 KV at context_len tokens per "
+                 "sequence; MBU bandwidth = STREAM triad on as many threads as the decode, best pass");
+    }
+    print_measured(&me, &lab);
+    fprintf(stderr, "hardware_budget: wrote %s/hardware_measured.csv, {hardware,hardware_budget,roofline}%s.csv "
+            "in %.1f s\n", r->out_dir, r->backend == BACKEND_CPU ? "" : "_cuda", now_seconds() - start);
     model_free(&lab.m);
     free(datasheets);
     free(presets);
@@ -683,3 +658,11 @@ int main(int argc, char **argv) {
     free(models);
     return 0;
 }
+
+static const Experiment HARDWARE_BUDGET = {
+    "hardware_budget", "[options]",
+    "Measure this machine (STREAM bandwidth, sgemm peak, MBU of our decode) and compute the\n"
+    "hardware budget and roofline of model presets x dtypes x hardware.",
+    OPTIONS, TABLES, LAB_COMMON | LAB_BACKEND, NULL, run};
+
+int main(int argc, char **argv) { return lab_main(&HARDWARE_BUDGET, argc, argv); }

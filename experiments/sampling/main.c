@@ -1,4 +1,4 @@
-// sampling.c: bin/sampling, project 9: how temperature, top-k, top-p, min-p and repetition
+// sampling/main.c: bin/sampling, project 9: how temperature, top-k, top-p, min-p and repetition
 // penalty shape the next-token distribution, and what they do to generated text.
 //
 //   bin/sampling --model out/models/target.gguf [--corpus FILE] [--seed S] [--out DIR] [--quick]
@@ -18,7 +18,7 @@
 //                       drift (words never seen in the training text), and the model scores
 //                       what it generated (NLL at T = 1). BOS and EOS are masked, so every
 //                       continuation is gen_len tokens of text.
-// Metric definitions: experiments/engine/sampling_metrics.h. Writes under --out:
+// Metric definitions: sampling_metrics.h (beside this file). Writes under --out:
 //   sampling_temperature.csv  temperature -> entropy (mean, p10, p90; ln V for reference),
 //                             held-out NLL; text metrics
 //   sampling_filters.csv      filter (top_k | top_p | min_p), value -> candidate-set size
@@ -27,18 +27,14 @@
 //   sampling_samples.csv      setting -> its parameters, seed, tokens, prompt and continuation
 // Nothing is timed: every column is reproducible from the seed (at a fixed thread count, since
 // the forward pass's float sums depend on how the work is split).
-#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
 #include "checkpoint.h"
-#include "cli.h"
 #include "corpus.h"
-#include "csv.h"
-#include "kernels.h"
-#include "meta.h"
+#include "lab.h"
 #include "session.h"
 #include "sampler.h"
 #include "sampling_metrics.h"
@@ -244,7 +240,7 @@ static HeldOut measure_heldout(Lab *lab, const Sizes *sz) {
     session_open(&s, &engine, window);
     int pos = 0;
     for (int i = 0; i < sz->n_windows; i++) {
-        cli_progress("sampling: held-out window %d/%d", i + 1, sz->n_windows);
+        progress_step(i, sz->n_windows, "sampling: held-out window %d/%d", i + 1, sz->n_windows);
         const int *win = tokens + (size_t)i * window;
         session_truncate(&s, 0);
         if (session_prefill(&s, win, lens[i], logits, &err)) die("sampling: %s", err.msg);
@@ -372,11 +368,23 @@ static const char *gen_fields(char *buf, size_t size, const GenStats *g, int n_p
 
 // --- the tables ----------------------------------------------------------------------------
 
-static void write_filters(const HeldOut *h, const char *dir) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/sampling_filters.csv", dir);
-    CsvWriter w = csv_open(path, "filter,value,positions,candidates_mean,candidates_p10,candidates_median,"
-                                 "candidates_p90,mass_kept,entropy_nats_mean");
+enum { TABLE_TEMPERATURE, TABLE_FILTERS, TABLE_PENALTY, TABLE_SAMPLES };
+static const LabTable TABLES[] = {
+    {"sampling_temperature", "temperature,positions,entropy_nats_mean,entropy_nats_p10,entropy_nats_p90,"
+                             "uniform_entropy_nats,heldout_nll_nats," GEN_COLUMNS,
+     "temperature -> held-out entropy and NLL; text metrics", LAB_CPU},
+    {"sampling_filters", "filter,value,positions,candidates_mean,candidates_p10,candidates_median,candidates_p90,"
+                         "mass_kept,entropy_nats_mean",
+     "top_k | top_p | min_p, value -> candidate-set size, mass kept, entropy", LAB_CPU},
+    {"sampling_penalty", "decoding,temperature,repetition_penalty," GEN_COLUMNS,
+     "greedy | T = t, repetition penalty -> text metrics", LAB_CPU},
+    {"sampling_samples", "setting,temperature,top_k,top_p,repetition_penalty,seed,tokens,prompt,text",
+     "one prompt continued under the classic settings", LAB_CPU},
+    {0},
+};
+
+static void write_filters(LabRun *r, const HeldOut *h) {
+    CsvWriter w = lab_csv(r, TABLE_FILTERS);
     for (int i = 0; i < h->n_settings; i++) {
         const Setting *s = &h->settings[i];
         if (is_temperature(s)) continue;
@@ -389,15 +397,13 @@ static void write_filters(const HeldOut *h, const char *dir) {
 }
 
 // Temperature rows: the held-out distribution, then continuations generated at that temperature.
-static void write_temperature(Lab *lab, const Prompts *pr, const HeldOut *ho, int gen_len, const char *dir) {
-    char path[1024], fields[256];
-    snprintf(path, sizeof path, "%s/sampling_temperature.csv", dir);
-    CsvWriter w = csv_open(path, "temperature,positions,entropy_nats_mean,entropy_nats_p10,entropy_nats_p90,"
-                                 "uniform_entropy_nats,heldout_nll_nats," GEN_COLUMNS);
+static void write_temperature(LabRun *r, Lab *lab, const Prompts *pr, const HeldOut *ho, int gen_len) {
+    char fields[256];
+    CsvWriter w = lab_csv(r, TABLE_TEMPERATURE);
     for (int i = 0; i < ho->n_settings; i++) {
         const Setting *s = &ho->settings[i];
         if (!is_temperature(s)) continue;
-        cli_progress("sampling: continuations at T = %g", s->value);
+        progress_step(i, COUNT(TEMPERATURES), "sampling: continuations at T = %g", s->value);
         int n = ho->n_positions;
         Spread h = spread_of(s->entropy, n);
         double nll = s->value > 0 ? s->nll / n : NAN; // greedy gives every miss probability 0
@@ -409,15 +415,15 @@ static void write_temperature(Lab *lab, const Prompts *pr, const HeldOut *ho, in
     csv_close(&w);
 }
 
-static void write_penalty(Lab *lab, const Prompts *pr, int gen_len, const char *dir) {
-    char path[1024], fields[256];
-    snprintf(path, sizeof path, "%s/sampling_penalty.csv", dir);
-    CsvWriter w = csv_open(path, "decoding,temperature,repetition_penalty," GEN_COLUMNS);
+static void write_penalty(LabRun *r, Lab *lab, const Prompts *pr, int gen_len) {
+    char fields[256];
+    CsvWriter w = lab_csv(r, TABLE_PENALTY);
     for (int i = 0; i < COUNT(PENALTY_TEMPERATURES); i++) {
         char decoding[32] = "greedy"; // a legend for the report
         if (PENALTY_TEMPERATURES[i] > 0) snprintf(decoding, sizeof decoding, "T = %g", PENALTY_TEMPERATURES[i]);
         for (int j = 0; j < COUNT(PENALTIES); j++) {
-            cli_progress("sampling: repetition penalty %g at T = %g", PENALTIES[j], PENALTY_TEMPERATURES[i]);
+            progress_step(i * COUNT(PENALTIES) + j, COUNT(PENALTY_TEMPERATURES) * COUNT(PENALTIES),
+                              "sampling: repetition penalty %g at T = %g", PENALTIES[j], PENALTY_TEMPERATURES[i]);
             SamplerParams p = sampler_params_default();
             p.temperature = (float)PENALTY_TEMPERATURES[i];
             p.repetition_penalty = (float)PENALTIES[j];
@@ -448,7 +454,7 @@ static char *printable(const unsigned char *s, size_t n) {
 }
 
 // One prompt under the classic settings, each with the run's seed.
-static void write_samples(Lab *lab, const Prompts *pr, int sample_len, const char *dir) {
+static void write_samples(LabRun *r, Lab *lab, const Prompts *pr, int sample_len) {
     typedef struct {
         const char *name;
         float temperature, top_p, repetition_penalty;
@@ -478,9 +484,7 @@ static void write_samples(Lab *lab, const Prompts *pr, int sample_len, const cha
     int *out = mallocCheck((size_t)N * sample_len * sizeof(int));
     generate_batch(lab, prompts, lens, samplers, N, sample_len, out);
 
-    char path[1024];
-    snprintf(path, sizeof path, "%s/sampling_samples.csv", dir);
-    CsvWriter w = csv_open(path, "setting,temperature,top_k,top_p,repetition_penalty,seed,tokens,prompt,text");
+    CsvWriter w = lab_csv(r, TABLE_SAMPLES);
     char *prompt_text = printable((const unsigned char *)pr->text[0], strlen(pr->text[0]));
     size_t prompt_size = 2 * strlen(prompt_text) + 3;
     char *prompt = mallocCheck(prompt_size);
@@ -503,55 +507,43 @@ static void write_samples(Lab *lab, const Prompts *pr, int sample_len, const cha
 
 // --- main ----------------------------------------------------------------------------------
 
-static void usage(void) {
-    printf("usage: bin/sampling --model FILE [options]\n"
-           "  --model FILE     checkpoint: GGUF, or llama2.c .bin with --tokenizer\n"
-           "  --tokenizer FILE llama2.c tokenizer.bin (for a .bin model)\n"
-           "  --corpus FILE    the text the model was trained on (default: $CORPUS, else the KJV)\n"
-           "  --seed S         sampler seed of prompt 0 (prompt b uses S + b; default 42)\n" CLI_COMMON_HELP);
+static const char *model_path, *tokenizer_path, *corpus_path;
+static uint64_t seed;
+
+static const LabOption OPTIONS[] = {
+    LAB_CHECKPOINT_OPTIONS(model_path, tokenizer_path),
+    {.name = "corpus", .kind = LAB_TEXT, .value = &corpus_path, .arg = "FILE",
+     .help = "the text the model was trained on (default: $CORPUS, else the KJV)"},
+    {.name = "seed", .kind = LAB_U64, .value = &seed, .arg = "S",
+     .help = "sampler seed of prompt 0 (prompt b uses S + b)", .def = "42"},
+    {0},
+};
+
+// The model, its tokenizer, the corpus and its training words.
+static void load_inputs(Lab *lab) {
+    Error err;
+    if (checkpoint_load(model_path, tokenizer_path, &lab->model, &lab->tok, &err)) die("%s", err.msg);
+    if (lab->tok.vocab_size != lab->model.config.vocab_size)
+        die("sampling: %s: the tokenizer has %d tokens but the model %d", model_path, lab->tok.vocab_size,
+            lab->model.config.vocab_size);
+    const char *corpus = corpus_path ? corpus_path : getenv("CORPUS");
+    if (corpus_load(&lab->corpus, corpus && *corpus ? corpus : NULL, &err)) die("%s", err.msg);
+    word_index_init(&lab->words);
+    word_index_add_text(&lab->words, lab->corpus.train, lab->corpus.train_len, NULL);
+    lab->n_train_words = lab->words.n_words;
 }
 
-int main(int argc, char **argv) {
-    enum { OPT_MODEL = 1, OPT_TOKENIZER, OPT_CORPUS, OPT_SEED };
-    static const struct option opts[] = {CLI_COMMON_OPTIONS,
-                                         {"model", required_argument, 0, OPT_MODEL},
-                                         {"tokenizer", required_argument, 0, OPT_TOKENIZER},
-                                         {"corpus", required_argument, 0, OPT_CORPUS},
-                                         {"seed", required_argument, 0, OPT_SEED},
-                                         {0, 0, 0, 0}};
-    CliCommon common;
-    cli_common_defaults(&common);
-    const char *model_path = NULL, *tokenizer_path = NULL, *corpus_path = getenv("CORPUS");
-    long seed = 42;
-    Error err;
-    for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
-        int bad = 0;
-        if (c == OPT_MODEL) model_path = optarg;
-        else if (c == OPT_TOKENIZER) tokenizer_path = optarg;
-        else if (c == OPT_CORPUS) corpus_path = optarg;
-        else if (c == OPT_SEED) bad = cli_parse_long("--seed", optarg, 0, LONG_MAX, &seed, &err);
-        else bad = cli_common_option(&common, c, optarg, &err) != 1;
-        if (bad) cli_usage_error("sampling", c == '?' ? "unknown option" : err.msg);
-    }
-    if (common.help) {
-        usage();
-        return 0;
-    }
-    if (!model_path) cli_usage_error("sampling", "--model is required");
-    if (optind < argc) cli_usage_error("sampling", "unexpected argument");
-    kernels_set_threads(common.threads);
-    const Sizes *sz = strcmp(common.profile, "quick") == 0 ? &QUICK : &FULL;
+static void free_inputs(Lab *lab) {
+    word_index_free(&lab->words);
+    corpus_free(&lab->corpus);
+    tokenizer_free(&lab->tok);
+    model_free(&lab->model);
+}
 
-    Lab lab = {.seed = (uint64_t)seed};
-    if (checkpoint_load(model_path, tokenizer_path, &lab.model, &lab.tok, &err)) die("%s", err.msg);
-    if (lab.tok.vocab_size != lab.model.config.vocab_size)
-        die("sampling: %s: the tokenizer has %d tokens but the model %d", model_path, lab.tok.vocab_size,
-            lab.model.config.vocab_size);
-    if (corpus_load(&lab.corpus, corpus_path && *corpus_path ? corpus_path : NULL, &err)) die("%s", err.msg);
-    word_index_init(&lab.words);
-    word_index_add_text(&lab.words, lab.corpus.train, lab.corpus.train_len, NULL);
-    lab.n_train_words = lab.words.n_words;
-    if (meta_make_dir(common.out_dir, &err)) die("%s", err.msg);
+static int run(LabRun *r) {
+    const Sizes *sz = r->quick ? &QUICK : &FULL;
+    Lab lab = {.seed = seed};
+    load_inputs(&lab);
 
     Prompts pr;
     choose_prompts(&lab, sz->n_prompts, &pr);
@@ -563,27 +555,30 @@ int main(int argc, char **argv) {
 
     HeldOut ho = measure_heldout(&lab, sz);
     // sampling_temperature.csv last: the pipeline's target, so its presence means all four are
-    write_filters(&ho, common.out_dir);
-    write_penalty(&lab, &pr, gen_len, common.out_dir);
-    write_samples(&lab, &pr, sample_len, common.out_dir);
-    write_temperature(&lab, &pr, &ho, gen_len, common.out_dir);
-    cli_progress_done();
+    write_filters(r, &ho);
+    write_penalty(r, &lab, &pr, gen_len);
+    write_samples(r, &lab, &pr, sample_len);
+    write_temperature(r, &lab, &pr, &ho, gen_len);
 
-    HwInfo hw;
-    hw_probe(&hw);
-    char sum_hex[17], seed_text[32];
+    char sum_hex[17];
+    Error err;
     if (meta_file_checksum(model_path, sum_hex, &err)) die("%s", err.msg);
-    snprintf(seed_text, sizeof seed_text, "%ld", seed);
-    MetaEntry extra[] = {{"sampling_model", model_path}, {"sampling_model_fnv1a64", sum_hex},
-                         {"sampling_corpus", lab.corpus.source}, {"sampling_seed", seed_text}};
-    if (meta_write(common.out_dir, &hw, common.profile, extra, COUNT(extra), &err)) die("%s", err.msg);
+    lab_meta(r, "sampling_model", "%s", model_path);
+    lab_meta(r, "sampling_model_fnv1a64", "%s", sum_hex);
+    lab_meta(r, "sampling_corpus", "%s", lab.corpus.source);
+    lab_meta(r, "sampling_seed", "%llu", (unsigned long long)seed);
 
     for (int i = 0; i < ho.n_settings; i++) setting_free(&ho.settings[i]);
     free(ho.settings);
     prompts_free(&pr);
-    word_index_free(&lab.words);
-    corpus_free(&lab.corpus);
-    tokenizer_free(&lab.tok);
-    model_free(&lab.model);
+    free_inputs(&lab);
     return 0;
 }
+
+static const Experiment SAMPLING = {
+    "sampling", "--model FILE [options]",
+    "How temperature, top-k, top-p, min-p and repetition penalty shape the next-token distribution,\n"
+    "and what they do to generated text. Nothing is timed: every column is reproducible from the seed.",
+    OPTIONS, TABLES, LAB_COMMON, NULL, run};
+
+int main(int argc, char **argv) { return lab_main(&SAMPLING, argc, argv); }

@@ -1,4 +1,4 @@
-// cli.c: shared command-line options, value parsers and progress line (see cli.h).
+// cli.c: shared command-line options and value parsers (see cli.h).
 #include "cli.h"
 
 #include <errno.h>
@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "hw.h"
 
 void cli_common_defaults(CliCommon *c) {
@@ -27,6 +28,17 @@ int cli_parse_long(const char *option, const char *text, long lo, long hi, long 
         return error_set(err, "%s: '%s' is not an integer", option, text);
     if (v < lo || v > hi) return error_set(err, "%s: %ld is out of range [%ld, %ld]", option, v, lo, hi);
     *out = v;
+    return 0;
+}
+
+int cli_parse_u64(const char *option, const char *text, uint64_t *out, Error *err) {
+    char *end;
+    errno = 0;
+    // strtoull would take "-1" as 2^64 - 1 and skip leading spaces: only digits are a seed
+    unsigned long long v = text[0] >= '0' && text[0] <= '9' ? strtoull(text, &end, 10) : 0;
+    if (!(text[0] >= '0' && text[0] <= '9') || *end != '\0' || errno == ERANGE)
+        return error_set(err, "%s: '%s' is not an unsigned 64-bit integer", option, text);
+    *out = (uint64_t)v;
     return 0;
 }
 
@@ -70,18 +82,4 @@ int cli_common_option(CliCommon *c, int code, const char *arg, Error *err) {
 void cli_usage_error(const char *program, const char *message) {
     fprintf(stderr, "%s: %s\nTry '%s --help'.\n", program, message, program);
     exit(2);
-}
-
-void cli_progress(const char *fmt, ...) {
-    if (!isatty(STDERR_FILENO)) return;
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("\r\033[K", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fflush(stderr);
-}
-
-void cli_progress_done(void) {
-    if (isatty(STDERR_FILENO)) fputs("\r\033[K", stderr);
 }

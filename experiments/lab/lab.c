@@ -1,0 +1,225 @@
+// lab.c: the experiment harness (see lab.h): the option table -> getopt_long and --help,
+// the shared options, the backend check, CSV paths and the meta.csv ending.
+#include "lab.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+enum { MAX_OPTIONS = 64, OPT_OWN = 0x2000, OPT_BACKEND = 0x1fff }; // OPT_OWN + i: option i of the table
+
+// The shared options, for --help; `flag` is the LAB_* bit that brings each in.
+static const struct {
+    unsigned flag;
+    const char *name, *arg, *help;
+} COMMON_HELP[] = {
+    {LAB_BACKEND, "backend", "B", "cpu (default) or cuda: the same measurements on the GPU"},
+    {LAB_OUT, "out", "DIR", "write CSVs and meta.csv under DIR (default out/<hw>)"},
+    {LAB_PROFILE, "profile", "P", "quick (tiny sweep, for tests and CI) or full (default)"},
+    {LAB_PROFILE, "quick", NULL, "same as --profile quick"},
+    {LAB_THREADS, "threads", "N", "OpenMP and OpenBLAS threads (default: every core)"},
+};
+
+static int n_options(const Experiment *e) {
+    int n = 0;
+    while (e->options && e->options[n].name) n++;
+    if (n > MAX_OPTIONS) die("%s: more than %d options", e->name, MAX_OPTIONS);
+    return n;
+}
+
+static int n_tables(const Experiment *e) {
+    int n = 0;
+    while (e->tables && e->tables[n].stem) n++;
+    return n;
+}
+
+// Text of option o into its variable; err names the option.
+static int parse_value(const LabOption *o, const char *text, Error *err) {
+    char name[80];
+    snprintf(name, sizeof name, "--%s", o->name);
+    long lo = o->min <= (double)LONG_MIN ? LONG_MIN : (long)o->min;
+    long hi = o->max >= (double)LONG_MAX ? LONG_MAX : (long)o->max;
+    switch (o->kind) {
+    case LAB_FLAG: *(int *)o->value = 1; return 0;
+    case LAB_INT: return cli_parse_long(name, text, lo, hi, (long *)o->value, err);
+    case LAB_U64: return cli_parse_u64(name, text, (uint64_t *)o->value, err);
+    case LAB_DOUBLE: return cli_parse_double(name, text, o->min, o->max, (double *)o->value, err);
+    case LAB_TEXT: *(const char **)o->value = text; return 0;
+    }
+    return error_set(err, "%s: unknown kind of option", name);
+}
+
+// getopt_long's table: the shared options this experiment takes, then its own.
+static int build_getopt(const Experiment *e, struct option *out, char *shorts, size_t shorts_size) {
+    static const struct option common[] = {CLI_COMMON_OPTIONS};
+    int n = 0;
+    out[n++] = common[0]; // --help
+    for (size_t i = 1; i < sizeof common / sizeof common[0]; i++) {
+        unsigned flag = common[i].val == CLI_OPT_OUT ? LAB_OUT : common[i].val == CLI_OPT_THREADS ? LAB_THREADS
+                                                                                                   : LAB_PROFILE;
+        if (e->common & flag) out[n++] = common[i];
+    }
+    if (e->common & LAB_BACKEND) out[n++] = (struct option){"backend", required_argument, 0, OPT_BACKEND};
+    size_t len = (size_t)snprintf(shorts, shorts_size, ":h"); // ':' reports a missing value as ':'
+    for (int i = 0; i < n_options(e); i++) {
+        const LabOption *o = &e->options[i];
+        int has_arg = o->kind == LAB_FLAG ? no_argument : required_argument;
+        out[n++] = (struct option){o->name, has_arg, 0, o->short_name ? o->short_name : OPT_OWN + i};
+        if (o->short_name && len + 3 < shorts_size) {
+            shorts[len++] = o->short_name;
+            if (has_arg) shorts[len++] = ':';
+            shorts[len] = '\0';
+        }
+    }
+    out[n] = (struct option){0, 0, 0, 0};
+    return n;
+}
+
+// The table index of the option getopt_long returned as code, or -1.
+static int own_option(const Experiment *e, int code) {
+    if (code >= OPT_OWN && code < OPT_OWN + MAX_OPTIONS) return code - OPT_OWN;
+    for (int i = 0; i < n_options(e); i++)
+        if (e->options[i].short_name && e->options[i].short_name == code) return i;
+    return -1;
+}
+
+int lab_parse(const Experiment *e, int argc, char **argv, LabRun *r, int *help, Error *err) {
+    memset(r, 0, sizeof *r);
+    r->exp = e;
+    *help = 0;
+    CliCommon common;
+    cli_common_defaults(&common);
+    for (int i = 0; i < n_options(e); i++)
+        if (e->options[i].def && parse_value(&e->options[i], e->options[i].def, err))
+            die("%s: the default of --%s: %s", e->name, e->options[i].name, err->msg);
+    struct option opts[MAX_OPTIONS + 8];
+    char shorts[2 * MAX_OPTIONS + 4];
+    build_getopt(e, opts, shorts, sizeof shorts);
+    opterr = 0; // the messages below name the option
+    optind = 0; // a fresh scan, also when called again (tests)
+    for (int code; (code = getopt_long(argc, argv, shorts, opts, NULL)) != -1;) {
+        const char *at = argv[optind - 1];
+        if (code == '?') return error_set(err, "unknown option '%s'", at);
+        if (code == ':') return error_set(err, "option '%s' needs a value", at);
+        if (code == 'h' || code == CLI_OPT_HELP) *help = 1;
+        else if (code == OPT_BACKEND) {
+            if (backend_parse(optarg, &r->backend, err)) return -1;
+        } else if (own_option(e, code) >= 0) {
+            if (parse_value(&e->options[own_option(e, code)], optarg, err)) return -1;
+        } else if (cli_common_option(&common, code, optarg, err) != 1) return -1;
+    }
+    if (optind < argc) return error_set(err, "unexpected argument '%s'", argv[optind]);
+    snprintf(r->out_dir, sizeof r->out_dir, "%s", common.out_dir);
+    snprintf(r->profile, sizeof r->profile, "%s", common.profile);
+    r->quick = strcmp(r->profile, "quick") == 0;
+    r->threads = common.threads;
+    return 0;
+}
+
+// Was a required option left out? Text options and numbers start unset (NULL, 0) and
+// have no default, so "given" is "set".
+static int check_required(const Experiment *e, Error *err) {
+    for (int i = 0; i < n_options(e); i++) {
+        const LabOption *o = &e->options[i];
+        if (o->required && o->kind == LAB_TEXT && *(const char **)o->value == NULL)
+            return error_set(err, "--%s is required", o->name);
+    }
+    return 0;
+}
+
+// "  --name ARG" padded to the help column, then the help, continuation lines indented.
+static void print_option(char short_name, const char *name, const char *arg, const char *help, const char *def) {
+    enum { COLUMN = 24 };
+    char flag[96];
+    int n = short_name ? snprintf(flag, sizeof flag, "  -%c, --%s%s%s", short_name, name, arg ? " " : "", arg ? arg : "")
+                       : snprintf(flag, sizeof flag, "  --%s%s%s", name, arg ? " " : "", arg ? arg : "");
+    printf("%s%*s", flag, n < COLUMN ? COLUMN - n : 1, "");
+    for (const char *p = help; *p; p++) {
+        putchar(*p);
+        if (*p == '\n') printf("%*s", COLUMN, "");
+    }
+    if (def) printf(" (default %s)", def);
+    putchar('\n');
+}
+
+static void print_help(const Experiment *e) {
+    printf("usage: bin/%s %s\n%s\n\noptions:\n", e->name, e->synopsis, e->about);
+    for (int i = 0; i < n_options(e); i++) {
+        const LabOption *o = &e->options[i];
+        print_option(o->short_name, o->name, o->kind == LAB_FLAG ? NULL : o->arg, o->help, o->def);
+    }
+    for (size_t i = 0; i < sizeof COMMON_HELP / sizeof COMMON_HELP[0]; i++)
+        if (e->common & COMMON_HELP[i].flag)
+            print_option(0, COMMON_HELP[i].name, COMMON_HELP[i].arg, COMMON_HELP[i].help, NULL);
+    print_option('h', "help", NULL, "show this help", NULL);
+    if (n_tables(e) > 0) {
+        printf("\nwrites under --out, and merges its keys into meta.csv there:\n");
+        for (int i = 0; i < n_tables(e); i++) {
+            const LabTable *t = &e->tables[i];
+            char name[96];
+            snprintf(name, sizeof name, "%s.csv%s", t->stem,
+                     t->backends == LAB_CUDA ? " (GPU)" : t->backends == LAB_BOTH ? " (both)" : "");
+            printf("  %-32s %s\n", name, t->about);
+        }
+    }
+    if (e->common & LAB_BACKEND)
+        printf("\nA table of both backends keeps the other backend's rows. --backend cuda exits 2 (\"not run\")\n"
+               "when no CUDA device can be used, before writing anything.\n");
+    if (e->notes) printf("\n%s\n", e->notes);
+}
+
+int lab_main(const Experiment *e, int argc, char **argv) {
+    LabRun r;
+    int help;
+    Error err;
+    if (lab_parse(e, argc, argv, &r, &help, &err)) cli_usage_error(e->name, err.msg);
+    if (help) {
+        print_help(e);
+        return 0;
+    }
+    backend_require(r.backend, e->name); // before anything is read or written
+    if (check_required(e, &err)) cli_usage_error(e->name, err.msg);
+    if (e->common & LAB_THREADS) kernels_set_threads(r.threads);
+    hw_probe(&r.hw);
+    int status = e->run(&r);
+    progress_done();
+    if (status != 0 || !(e->common & LAB_OUT)) return status;
+    if (meta_make_dir(r.out_dir, &err) || meta_write(r.out_dir, &r.hw, r.profile, r.meta, r.n_meta, &err))
+        die("%s", err.msg);
+    return 0;
+}
+
+void lab_csv_path(const LabRun *r, int table, char *buf, size_t size) {
+    if (table < 0 || table >= n_tables(r->exp)) die("%s: no table %d", r->exp->name, table);
+    const LabTable *t = &r->exp->tables[table];
+    unsigned backends = t->backends ? t->backends : LAB_CPU;
+    if (!(backends & (r->backend == BACKEND_CUDA ? LAB_CUDA : LAB_CPU)))
+        die("%s: table %s is not written on the %s", r->exp->name, t->stem, backend_name(r->backend));
+    if (snprintf(buf, size, "%s/%s.csv", r->out_dir, t->stem) >= (int)size)
+        die("output path too long: %s/%s", r->out_dir, t->stem);
+}
+
+CsvWriter lab_csv(LabRun *r, int table) {
+    char path[1024];
+    lab_csv_path(r, table, path, sizeof path);
+    Error err;
+    if (meta_make_dir(r->out_dir, &err)) die("%s", err.msg);
+    const LabTable *t = &r->exp->tables[table];
+    if (t->backends != LAB_BOTH) return csv_open(path, t->header);
+    if (strncmp(t->header, "backend,", 8) != 0) die("%s: table %s of both backends lacks the backend column", r->exp->name, t->stem);
+    return csv_open_keyed(path, t->header, backend_name(r->backend));
+}
+
+void lab_meta(LabRun *r, const char *key, const char *fmt, ...) {
+    if (r->n_meta == LAB_MAX_META) die("%s: more than %d meta.csv keys", r->exp->name, LAB_MAX_META);
+    char (*text)[512] = r->meta_text[r->n_meta];
+    snprintf(text[0], sizeof text[0], "%s", key);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text[1], sizeof text[1], fmt, ap);
+    va_end(ap);
+    r->meta[r->n_meta++] = (MetaEntry){text[0], text[1]};
+}
