@@ -48,6 +48,17 @@ static inline void random_tokens(int *tokens, int n, int vocab, uint64_t seed) {
     for (int i = 0; i < n; i++) tokens[i] = (int)(rng_u64(&rng) % vocab);
 }
 
+// A generation callback (SessionTokenFn) that stops at the stop_at-th token it sees.
+typedef struct {
+    int stop_at, seen;
+} StopAt;
+
+static inline int stop_at(void *ctx, int token) {
+    (void)token;
+    StopAt *s = ctx;
+    return ++s->seen == s->stop_at;
+}
+
 // Rounds n floats in place to a backend's matmul input type (NULL: no rounding).
 typedef void (*RoundFn)(float *x, size_t n, DType t);
 

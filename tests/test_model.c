@@ -225,15 +225,6 @@ static void test_session_overflow_is_an_error(void **state) {
 
 // session_generate: greedy generation picks each logit row's argmax, feeds it back, stops
 // where the callback says (not counting that token), and never feeds the last token.
-typedef struct {
-    int stop_at, seen;
-} StopAt;
-
-static int stop_at(void *ctx, int token) {
-    (void)token;
-    StopAt *s = ctx;
-    return ++s->seen == s->stop_at;
-}
 
 static void test_generate_greedy(void **state) {
     (void)state;

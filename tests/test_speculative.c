@@ -181,15 +181,6 @@ static void test_greedy_equals_plain_decoding(void **state) {
 
 // A callback's stop ends the generation at that token, uncounted, with the sessions rolled
 // back to hold no more than the tokens counted.
-typedef struct {
-    int stop_at, seen;
-} StopAt;
-
-static int stop_at(void *ctx, int token) {
-    (void)token;
-    StopAt *s = ctx;
-    return ++s->seen == s->stop_at;
-}
 
 static void test_callback_stops_generation(void **state) {
     (void)state;
