@@ -225,7 +225,6 @@ static void test_session_overflow_is_an_error(void **state) {
 
 // session_generate: greedy generation picks each logit row's argmax, feeds it back, stops
 // where the callback says (not counting that token), and never feeds the last token.
-
 static void test_generate_greedy(void **state) {
     (void)state;
     Config c = small_config(4, 2, 0, 0);

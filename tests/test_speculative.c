@@ -181,7 +181,6 @@ static void test_greedy_equals_plain_decoding(void **state) {
 
 // A callback's stop ends the generation at that token, uncounted, with the sessions rolled
 // back to hold no more than the tokens counted.
-
 static void test_callback_stops_generation(void **state) {
     (void)state;
     Config c = small_config(4, 2, 0, 0);
