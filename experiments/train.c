@@ -10,6 +10,7 @@
 //   <name>.csv           the training log, a row per evaluation: losses (the objective, text and
 //                        answer), validation loss and bits per byte, lr, tokens/s, passkey
 //                        exact-match and token accuracy, prefix-matching score of each layer
+//                        (its best head) and the best over layers
 //   <name>.passkey.csv   passkey retrieval by context and needle depth (held-out keys)
 //   <name>.summary.csv   one row: size, training time, tokens/s, GFLOP/s, validation loss and
 //                        bits per byte, passkey accuracy at the training context
@@ -80,6 +81,7 @@ static void describe_schedule(char *out, size_t size, const TrainConfig *tc) {
         if (p->copy_frac > 0) n += snprintf(out + n, size - n, "copy %.2f ", p->copy_frac);
         if (p->passkey_frac > 0) n += snprintf(out + n, size - n, "passkey %.2f ", p->passkey_frac);
         if (p->gap_from > 0) n += snprintf(out + n, size - n, "gap %d->%d over %.0f%% ", p->gap_from, T, 100.0 * p->gap_widen);
+        if (p->filler_text) n += snprintf(out + n, size - n, "(+ filler text) ");
         if (n < size) n += snprintf(out + n, size - n, "text %.2f, %d x %d", 1.0 - p->copy_frac - p->passkey_frac, B, T);
     }
 }

@@ -542,8 +542,9 @@ static void check_text_row(const SmallData *s, const Batch *bt, int b, const int
 }
 
 // A passkey row: the needle's number answers the question; answer targets on the answer's
-// tokens only; at most max_gap filler tokens between the needle and the question.
-static void check_passkey_row(const SmallData *s, const Batch *bt, int b, const int *seq, int max_gap) {
+// tokens; at most max_gap filler tokens between the needle and the question. With filler
+// text, text targets on all the rest but the needle (whose tokens exactly get none).
+static void check_passkey_row(const SmallData *s, const Batch *bt, int b, const int *seq, int max_gap, int filler) {
     size_t len;
     char *text = (char *)tokenizer_decode(&s->tok, seq, (size_t)bt->T + 1, &len);
     char *needle = strstr(text, "The number of the key is "), *question = strstr(text, "\nWhat is the number of the key? The number of the key is ");
@@ -557,26 +558,43 @@ static void check_passkey_row(const SmallData *s, const Batch *bt, int b, const 
     char answer[16];
     snprintf(answer, sizeof answer, " %.5s", question + 57);
     int answer_len = (int)tokenizer_encode(&s->tok, (const unsigned char *)answer, strlen(answer), false, false, ids);
-    for (int i = 0; i < bt->T; i++) {
-        int want = i >= bt->T - answer_len ? TARGET_ANSWER : TARGET_NONE;
-        assert_int_equal(bt->kind[(size_t)b * bt->T + i], want);
-    }
     assert_memory_equal(seq + bt->T + 1 - answer_len, ids, (size_t)answer_len * sizeof(int));
+    const unsigned char *kind = bt->kind + (size_t)b * bt->T;
+    int none_from = -1, none_to = -1; // the run of targets without loss, with filler text
+    for (int i = 0; i < bt->T; i++) {
+        if (i >= bt->T - answer_len) assert_int_equal(kind[i], TARGET_ANSWER);
+        else if (!filler) assert_int_equal(kind[i], TARGET_NONE);
+        else if (kind[i] == TARGET_NONE) {
+            if (none_from < 0) none_from = i;
+            assert_true(none_to < 0 || none_to == i); // one run
+            none_to = i + 1;
+        } else assert_int_equal(kind[i], TARGET_TEXT);
+    }
+    if (filler) { // the run predicts exactly the needle
+        char *none = (char *)tokenizer_decode(&s->tok, seq + none_from + 1, (size_t)(none_to - none_from), &len);
+        assert_int_equal(needle_end - needle, (long)strlen(none));
+        assert_memory_equal(none, needle, strlen(none));
+        free(none);
+    }
     free(text);
 }
 
 // A copy row: its digit tokens form two equal runs; the answer targets predict exactly the
-// second run's tokens after its first.
-static void check_copy_row(const SmallData *s, const Batch *bt, int b, const int *seq) {
-    int runs[2][2], n_runs = 0; // [start, end) of each copy: its digit tokens and its leading space
+// second run's tokens after its first. With filler text, the targets that predict the first
+// run and the second's first token have none, all others are text.
+static void check_copy_row(const SmallData *s, const Batch *bt, int b, const int *seq, int filler) {
+    int runs[2][2], n_runs = 0; // [start, end) of each copy: " " + digits, or " d" + digits
     for (int i = 1; i < bt->T; i++) {
-        if (!has_digit_piece(&s->tok, seq[i]) || has_digit_piece(&s->tok, seq[i - 1])) continue;
-        int end = i;
-        while (end < bt->T + 1 && has_digit_piece(&s->tok, seq[end])) end++;
-        assert_true(n_runs < 2);
         size_t len;
-        const unsigned char *first = tokenizer_piece(&s->tok, -1, seq[i], &len);
-        runs[n_runs][0] = first[0] == ' ' ? i : i - 1; // the copy starts with " d" or with " "
+        const unsigned char *piece = tokenizer_piece(&s->tok, -1, seq[i], &len);
+        int starts = piece[0] == ' ' && (len == 1 ? has_digit_piece(&s->tok, seq[i + 1]) : has_digit_piece(&s->tok, seq[i]));
+        if (!starts) continue;
+        int end = len == 1 ? i + 2 : i + 1;
+        while (end < bt->T + 1 && seq[end] >= 0 && has_digit_piece(&s->tok, seq[end]) &&
+               tokenizer_piece(&s->tok, -1, seq[end], &len)[0] != ' ')
+            end++;
+        assert_true(n_runs < 2);
+        runs[n_runs][0] = i;
         runs[n_runs][1] = end;
         n_runs++;
     }
@@ -586,14 +604,17 @@ static void check_copy_row(const SmallData *s, const Batch *bt, int b, const int
     assert_memory_equal(seq + runs[0][0], seq + runs[1][0], (size_t)len * sizeof(int));
     for (int i = 0; i < bt->T; i++) {
         int predicts = i + 1; // target i is token i + 1
-        int want = predicts > runs[1][0] && predicts < runs[1][1] ? TARGET_ANSWER : TARGET_NONE;
+        int in_first = predicts >= runs[0][0] && predicts < runs[0][1];
+        int want = predicts > runs[1][0] && predicts < runs[1][1] ? TARGET_ANSWER
+                   : !filler || in_first || predicts == runs[1][0] ? TARGET_NONE
+                                                                   : TARGET_TEXT;
         assert_int_equal(bt->kind[(size_t)b * bt->T + i], want);
     }
 }
 
-// Batches follow the phase of their step: text rows, passkey rows with their gap limit, copy
-// rows in the copy phase's shorter shape; loss weights are each kind's mean; a pure function
-// of (seed, step, micro).
+// Batches follow the phase of their step: copy rows in the copy phase's shorter shape,
+// passkey rows with their gap limit, text rows, and the filler's text targets where the phase
+// asks for them; loss weights are each kind's mean; a pure function of (seed, step, micro).
 static void test_sample_batch(void **state) {
     (void)state;
     SmallData s;
@@ -601,27 +622,33 @@ static void test_sample_batch(void **state) {
     TrainConfig tc = train_config_default();
     tc.batch_size = 6;
     tc.seq_len = passkey_min_len(&s.tok) + 40;
-    tc.steps = 30;
-    tc.n_phases = 3;
+    tc.steps = 40;
+    tc.n_phases = 4;
     tc.phases[0] = (TrainPhase){.steps = 10, .seq_len = tc.seq_len / 2, .copy_frac = 1.0f};
     tc.phases[1] = (TrainPhase){.steps = 10, .passkey_frac = 1.0f, .gap_from = 3};
-    tc.phases[2] = (TrainPhase){.passkey_frac = 0.5f};
+    tc.phases[2] = (TrainPhase){.steps = 10, .copy_frac = 0.3f, .passkey_frac = 0.3f, .filler_text = 1};
+    tc.phases[3] = (TrainPhase){0};
     Batch bt, again;
     batch_alloc(&bt, &tc);
     batch_alloc(&again, &tc);
     int seq[1024], kinds[3] = {0};
-    for (int step = 0; step < 30; step += 5) {
+    for (int step = 0; step < 40; step += 3) {
         train_sample_batch(&s.data, &tc, step, 1, &bt);
-        int copy_phase = step < 10;
-        assert_int_equal(bt.T, copy_phase ? tc.seq_len / 2 : tc.seq_len);
-        assert_int_equal(bt.B, copy_phase ? 2 * tc.batch_size : tc.batch_size);
+        int phase = step / 10;
+        assert_int_equal(bt.T, phase == 0 ? tc.seq_len / 2 : tc.seq_len);
+        assert_int_equal(bt.B, phase == 0 ? 2 * tc.batch_size : tc.batch_size);
         check_weights(&bt);
         for (int b = 0; b < bt.B; b++) {
             row_sequence(&bt, b, seq);
-            int kind = copy_phase ? 0 : bt.kind[(size_t)b * bt.T] == TARGET_TEXT ? 2 : 1;
+            size_t len;
+            char *text = (char *)tokenizer_decode(&s.tok, seq, (size_t)bt.T + (seq[bt.T] >= 0), &len);
+            int kind = strstr(text, "What is the number of the key?") ? 1 : strpbrk(text, "0123456789") ? 0 : 2;
+            free(text);
             kinds[kind]++;
-            if (kind == 0) check_copy_row(&s, &bt, b, seq);
-            else if (kind == 1) check_passkey_row(&s, &bt, b, seq, step < 20 ? 3 : tc.seq_len);
+            if (phase == 0 || phase == 1) assert_int_equal(kind, phase == 0 ? 0 : 1);
+            if (phase == 3) assert_int_equal(kind, 2);
+            if (kind == 0) check_copy_row(&s, &bt, b, seq, phase == 2);
+            else if (kind == 1) check_passkey_row(&s, &bt, b, seq, phase == 1 ? 3 : tc.seq_len, phase == 2);
             else check_text_row(&s, &bt, b, seq);
         }
         train_sample_batch(&s.data, &tc, step, 1, &again);

@@ -600,16 +600,23 @@ void batch_free(Batch *b) {
     memset(b, 0, sizeof *b);
 }
 
-// seq (T + 1 tokens) as row b: inputs its first T, targets its last T, each target of kind
-// `kind` from `from` on (earlier ones: none).
-static void batch_put(Batch *bt, int b, const int *seq, int from, unsigned char kind) {
+// seq (T + 1 tokens) as row b: inputs its first T, targets its last T, every target of kind
+// `kind` (TARGET_NONE: no target).
+static void batch_put(Batch *bt, int b, const int *seq, unsigned char kind) {
     int T = bt->T;
-    int *in = bt->inputs + (size_t)b * T, *tg = bt->targets + (size_t)b * T;
-    unsigned char *k = bt->kind + (size_t)b * T;
-    memcpy(in, seq, (size_t)T * sizeof(int));
-    for (int i = 0; i < T; i++) {
-        tg[i] = i >= from ? seq[i + 1] : -1;
-        k[i] = i >= from ? kind : TARGET_NONE;
+    memcpy(bt->inputs + (size_t)b * T, seq, (size_t)T * sizeof(int));
+    memcpy(bt->targets + (size_t)b * T, seq + 1, (size_t)T * sizeof(int));
+    memset(bt->kind + (size_t)b * T, kind, (size_t)T);
+    if (kind == TARGET_NONE)
+        for (int i = 0; i < T; i++) bt->targets[(size_t)b * T + i] = -1;
+}
+
+// The targets of row b that predict tokens [from, to) of its sequence become of kind `kind`.
+static void batch_mark(Batch *bt, int b, const int *seq, int from, int to, unsigned char kind) {
+    for (int i = from - 1; i < to - 1 && i < bt->T; i++) {
+        if (i < 0) continue;
+        bt->kind[(size_t)b * bt->T + i] = kind;
+        bt->targets[(size_t)b * bt->T + i] = kind == TARGET_NONE ? -1 : seq[i + 1];
     }
 }
 
@@ -638,25 +645,27 @@ void train_sample_batch(const TrainData *d, const TrainConfig *tc, int step, int
     for (int b = 0; b < bt->B; b++) {
         uint64_t rng = batch_rng(tc, step, micro, b);
         float u = rng_uniform(&rng);
+        unsigned char filler = phase->filler_text ? TARGET_TEXT : TARGET_NONE;
         if (u < phase->copy_frac) {
             CopyLayout L;
             if (copy_sequence(d->tok, seq, T + 1, d->train, d->n_train, &rng, &L, &err)) die("copy batch: %s", err.msg);
-            // targets from the second copy's first token on predict its later tokens
-            batch_put(bt, b, seq, L.second_at, TARGET_ANSWER);
-            for (int i = L.second_at + L.len - 1; i < T; i++) { // nothing after the copy
-                bt->targets[(size_t)b * T + i] = -1;
-                bt->kind[(size_t)b * T + i] = TARGET_NONE;
-            }
+            // nothing predicts the copies' digits but the second copy's after its first
+            batch_put(bt, b, seq, filler);
+            batch_mark(bt, b, seq, L.first_at, L.first_at + L.len, TARGET_NONE);
+            batch_mark(bt, b, seq, L.second_at, L.second_at + 1, TARGET_NONE);
+            batch_mark(bt, b, seq, L.second_at + 1, L.second_at + L.len, TARGET_ANSWER);
         } else if (u < phase->copy_frac + phase->passkey_frac) {
             PasskeyLayout L;
             if (passkey_sequence_placed(d->tok, seq, T + 1, d->train, d->n_train, &rng, &place, &L, &err))
                 die("passkey batch: %s", err.msg);
-            batch_put(bt, b, seq, L.prompt_len - 1, TARGET_ANSWER);
+            batch_put(bt, b, seq, filler);
+            batch_mark(bt, b, seq, L.needle_at, L.needle_at + L.needle_len, TARGET_NONE); // its number is random
+            batch_mark(bt, b, seq, L.prompt_len, T + 1, TARGET_ANSWER);
         } else {
             seq[0] = d->tok->bos_id;
             size_t offset = rng_u64(&rng) % (d->n_train - (size_t)T + 1);
             memcpy(seq + 1, d->train + offset, (size_t)T * sizeof(int));
-            batch_put(bt, b, seq, 0, TARGET_TEXT);
+            batch_put(bt, b, seq, TARGET_TEXT);
         }
     }
     batch_weights(bt);
@@ -860,6 +869,7 @@ static void write_log(const Trainer *t, const char *path) {
                         "passkey_exact,passkey_tokens";
     int L = t->model.config.n_layers < TRAIN_MAX_LAYERS ? t->model.config.n_layers : TRAIN_MAX_LAYERS;
     for (int l = 0; l < L; l++) snprintf(header + strlen(header), sizeof header - strlen(header), ",prefix_match_l%d", l);
+    strcat(header, ",prefix_match_max");
     CsvWriter w = csv_open(path, header);
     for (int i = 0; i < t->n_log; i++) {
         const TrainLogRow *r = &t->log[i];
@@ -868,7 +878,12 @@ static void write_log(const Trainer *t, const char *path) {
                          log_number(b[0], 32, r->text_loss), log_number(b[1], 32, r->answer_loss), r->val_loss,
                          r->val_bpb, r->lr, r->tokens_per_s, log_number(b[2], 32, r->passkey_exact),
                          log_number(b[3], 32, r->passkey_tokens));
-        for (int l = 0; l < L; l++) n += snprintf(line + n, sizeof line - n, ",%.6g", r->prefix_match[l]);
+        double max = 0.0;
+        for (int l = 0; l < L; l++) {
+            n += snprintf(line + n, sizeof line - n, ",%.6g", r->prefix_match[l]);
+            max = r->prefix_match[l] > max ? r->prefix_match[l] : max;
+        }
+        snprintf(line + n, sizeof line - n, ",%.6g", max);
         csv_row(&w, "%s", line);
     }
     csv_close(&w);

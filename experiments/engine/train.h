@@ -44,6 +44,8 @@ typedef struct {
                         // at the phase's start; 0 = no limit
     float gap_widen;    // the limit widens linearly to the whole sequence over this fraction of
                         // the phase's steps (0: it stays gap_from)
+    int filler_text;    // 1: copy and passkey sequences also train language modelling on their
+                        // filler (text targets everywhere but the digit strings and the needle)
 } TrainPhase;
 
 typedef struct {
@@ -215,9 +217,12 @@ void batch_free(Batch *b);
 
 // Micro-batch `micro` of step `step`, in the shape of the step's phase. Each sequence is drawn
 // by the phase's fractions:
-//   - copy: a copy sequence of T + 1 tokens (corpus.h), answer targets on the second copy;
+//   - copy: a copy sequence of T + 1 tokens (corpus.h), answer targets on the second copy
+//     after its first token;
 //   - passkey: a passkey sequence of T + 1 tokens with a training key, the needle within
-//     train_passkey_gap filler tokens of the question, answer targets on the answer only;
+//     train_passkey_gap filler tokens of the question, answer targets on the answer;
+//   - in both, with filler_text, text targets on the rest but the first copy, the second
+//     copy's first token and the needle (none there); without, no other targets;
 //   - text: BOS then a random window of the training stream, text targets everywhere.
 // Inputs are the first T tokens, targets the last T. A pure function of (seed, step, micro),
 // so a resumed run sees the same data.
