@@ -164,23 +164,24 @@ typedef struct {
     double exact, tokens, worst_depth;
 } PasskeySummary;
 
-// <name>.passkey.csv: held-out passkeys at each needle depth and at a quarter, half and all of
-// the training context (those a passkey fits in). Dies on an evaluation error.
-static PasskeySummary evaluate_passkeys(const char *dir, const ZooModel *m, Model *model, const Tokens *tk,
+// <name>.passkey.csv: held-out passkeys at each needle depth and at a half, three quarters and
+// all of the training context (those a passkey fits in), scored through the batched training forward
+// (train_passkey_score: the engine evaluator's score, faster). Dies on an evaluation error.
+static PasskeySummary evaluate_passkeys(const char *dir, const ZooModel *m, Trainer *t, const Tokens *tk,
                                         const Zoo *z) {
     char path[1024];
     zoo_path(path, sizeof path, dir, m->name, ".passkey.csv");
     CsvWriter w = csv_open(path, PASSKEY_HEADER);
     PasskeySummary sum = {0, 0, 1};
-    int T = m->train.seq_len, contexts[] = {T / 4, T / 2, T};
+    int T = m->train.seq_len, contexts[] = {T / 2, 3 * T / 4, T};
     for (size_t i = 0; i < sizeof contexts / sizeof contexts[0]; i++) {
         if (contexts[i] < passkey_min_len(&tk->tok)) continue;
         for (int d = 0; d < PASSKEY_DEPTHS; d++) {
             float depth = (float)d / (PASSKEY_DEPTHS - 1);
             PasskeyScore score;
             Error err;
-            if (passkey_evaluate(model, &tk->tok, tk->val, tk->n_val, contexts[i], depth, z->passkey_samples,
-                                 PASSKEY_SEED, &score, &err))
+            if (train_passkey_score(t, &tk->tok, tk->val, tk->n_val, contexts[i], depth, z->passkey_samples,
+                                    PASSKEY_SEED, &score, &err))
                 die("%s: passkey evaluation: %s", m->name, err.msg);
             csv_row(&w, "%s,%d,%.6g,%d,%.6g,%.6g", m->name, contexts[i], (double)depth, z->passkey_samples, score.exact,
                     score.tokens);
@@ -225,7 +226,7 @@ static void train_one(const char *dir, const ZooModel *m, uint64_t key, const To
     Error err;
     if (train_run(&t, &data, &run, &res, &err)) die("%s: %s", m->name, err.msg);
     double eval_start = now_seconds();
-    PasskeySummary passkey = evaluate_passkeys(dir, m, &t.model, tk, z);
+    PasskeySummary passkey = evaluate_passkeys(dir, m, &t, tk, z);
     double eval_s = now_seconds() - eval_start;
     model_save_gguf(gguf, &t.model, &tk->tok, GGML_TYPE_F32);
     write_summary(dir, m, &res, t.model.n_params, &passkey);

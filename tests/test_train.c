@@ -18,6 +18,7 @@
 //    its first token; each kind's weights sum to 1; reproducible from (seed, step, micro);
 //  - the schedule: phase boundaries, shapes, the widening gap, bad schedules refused;
 //  - the prefix-matching score of uniform attention is the known 1 / (position + 1) mean;
+//  - the batched passkey scorer gives the engine evaluator's score;
 //  - the same seed gives bit-identical weights (1 thread); a run stopped at a checkpoint
 //    and resumed gives bit-identical weights to an uninterrupted one;
 //  - gradients with 2 threads equal those with 1 (max relative error 1e-5): no races;
@@ -715,6 +716,40 @@ static void test_schedule(void **state) {
     assert_false(train_config_validate(&bad, &c, why, sizeof why));
 }
 
+// The batched training-forward scorer gives the engine evaluator's score (same keys, same
+// haystacks, answer fed back), on a model trained a little so that some answers come out.
+static void test_passkey_score_matches_evaluator(void **state) {
+    (void)state;
+    SmallData s;
+    passkey_data(&s);
+    Config c = small_model_config(&s.tok);
+    TrainConfig tc = train_config_default();
+    tc.batch_size = 4;
+    tc.seq_len = passkey_min_len(&s.tok) + 24;
+    tc.steps = 40;
+    tc.lr = 1e-2f;
+    tc.eval_every = 40;
+    tc.phases[0] = (TrainPhase){.passkey_frac = 1.0f};
+    Trainer t;
+    trainer_init(&t, &c, &tc);
+    train_steps(&t, &s.data, tc.steps, 0, NULL);
+    int n = 12;
+    for (float depth = -1.0f; depth <= 1.0f; depth += 1.0f) {
+        PasskeyScore batched, engine;
+        Error err;
+        assert_int_equal(train_passkey_score(&t, &s.tok, s.tokens, s.n, tc.seq_len, depth, n, 99, &batched, &err), 0);
+        assert_int_equal(passkey_evaluate(&t.model, &s.tok, s.tokens, s.n, tc.seq_len, depth, n, 99, &engine, &err), 0);
+        if (!(batched.tokens > 0.0)) fail_msg("no answer token right: the comparison would prove little");
+        assert_float_equal(batched.exact, engine.exact, 1e-9);
+        assert_float_equal(batched.tokens, engine.tokens, 1e-9);
+    }
+    Error err;
+    PasskeyScore score;
+    assert_int_equal(train_passkey_score(&t, &s.tok, s.tokens, s.n, tc.seq_len + 1, -1.0f, n, 99, &score, &err), -1);
+    trainer_free(&t);
+    small_data_free(&s);
+}
+
 // With zero query weights every head attends uniformly, so the score of a query at position
 // q on its one target key is 1 / (q + 1): the exact mean is known.
 static void test_prefix_matching(void **state) {
@@ -923,6 +958,7 @@ int main(void) {
         cmocka_unit_test(test_sample_batch),
         cmocka_unit_test(test_schedule),
         cmocka_unit_test(test_prefix_matching),
+        cmocka_unit_test(test_passkey_score_matches_evaluator),
         cmocka_unit_test(test_same_seed_same_weights),
         cmocka_unit_test(test_resume_equals_uninterrupted),
         cmocka_unit_test(test_adamw_step),

@@ -448,6 +448,12 @@ static int passkey_tokens_right(Model *m, RunState *s, KVCache *cache, const int
     return right;
 }
 
+int passkey_eval_sequence(const Tokenizer *tok, int *seq, int ctx, const int *filler, size_t n_filler, float depth,
+                          uint64_t *rng, PasskeyLayout *layout, Error *err) {
+    PasskeyPlace place = {depth >= 0.0f ? depth : rng_uniform(rng), 0, 1};
+    return passkey_sequence_placed(tok, seq, ctx, filler, n_filler, rng, &place, layout, err);
+}
+
 int passkey_evaluate(Model *m, const Tokenizer *tok, const int *filler, size_t n_filler, int ctx, float depth,
                      int n_samples, uint64_t seed, PasskeyScore *score, Error *err) {
     const Config *c = &m->config;
@@ -458,13 +464,11 @@ int passkey_evaluate(Model *m, const Tokenizer *tok, const int *filler, size_t n
     runstate_alloc(&s, c, ctx < 512 ? ctx : 512);
     kv_cache_alloc(&cache, c->n_layers, c->n_kv_heads, c->head_dim, ctx);
     uint64_t rng = rng_seed(seed);
-    PasskeyPlace place = {depth, 0, 1};
     int rc = 0;
     double exact = 0.0, tokens_right = 0.0, tokens = 0.0;
     for (int i = 0; i < n_samples && rc == 0; i++) {
         PasskeyLayout L;
-        if (depth < 0.0f) place.depth = rng_uniform(&rng);
-        rc = passkey_sequence_placed(tok, seq, ctx, filler, n_filler, &rng, &place, &L, err);
+        rc = passkey_eval_sequence(tok, seq, ctx, filler, n_filler, depth, &rng, &L, err);
         if (rc) break;
         int right = passkey_tokens_right(m, &s, &cache, seq, &L, logits);
         exact += right == L.answer_len;

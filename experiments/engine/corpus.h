@@ -142,6 +142,12 @@ typedef struct {
                    // with the answer fed back
 } PasskeyScore;
 
+// The next evaluation sequence (ctx tokens) from *rng: a held-out key, the needle at depth
+// (< 0: a depth drawn from *rng). Every evaluator draws its samples this way, so the same
+// seed scores the same keys in the same haystacks.
+int passkey_eval_sequence(const Tokenizer *tok, int *seq, int ctx, const int *filler, size_t n_filler, float depth,
+                          uint64_t *rng, PasskeyLayout *layout, Error *err);
+
 // Score n_samples passkey sequences of ctx tokens with held-out keys (drawn from seed, filler
 // from the given stream), the needle at depth (< 0: a random depth per sample). The model
 // must hold ctx positions (m->config.seq_len >= ctx unless RoPE scaling lets it go further:

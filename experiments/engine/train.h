@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "corpus.h"
 #include "kernels.h"
 #include "model.h"
 #include "tokenizer.h"
@@ -233,6 +234,13 @@ void train_sample_batch(const TrainData *d, const TrainConfig *tc, int step, int
 // about that many tokens. Returns nats per token; *bits_per_byte = total bits / the bytes of
 // the predicted tokens.
 double train_evaluate(Trainer *t, const TrainData *d, size_t max_tokens, double *bits_per_byte);
+
+// passkey_evaluate (corpus.h) through the training forward: n_samples held-out passkeys of
+// ctx <= tc.seq_len tokens from seed and the filler stream, batched, scored with the answer
+// fed back (which is what greedy decoding reproduces while it is right), so the same seed
+// gives the same score as the engine's evaluator at a fraction of the time. 0, or -1 with err.
+int train_passkey_score(Trainer *t, const Tokenizer *tok, const int *filler, size_t n_filler, int ctx, float depth,
+                        int n_samples, uint64_t seed, PasskeyScore *score, Error *err);
 
 // Prefix-matching score (Olsson et al. 2022) of every head: over n_seqs sequences of T =
 // tc.seq_len tokens, bos then a string of (T - 1) / 2 random tokens repeated once (and one
