@@ -7,13 +7,18 @@
 //
 // Per model <name> it writes (atomically):
 //   <name>.gguf          the weights and the shared BPE tokenizer
-//   <name>.csv           the training log: step,train_loss,val_loss,val_bits_per_byte,lr,tokens_per_s
+//   <name>.csv           the training log, a row per evaluation: losses (the objective, text and
+//                        answer), validation loss and bits per byte, lr, tokens/s, passkey
+//                        exact-match and token accuracy, prefix-matching score of each layer
+//                        (its best head) and the best over layers
+//   <name>.passkey.csv   passkey retrieval by context and needle depth (held-out keys)
 //   <name>.summary.csv   one row: size, training time, tokens/s, GFLOP/s, validation loss and
-//                        bits per byte, passkey accuracy
+//                        bits per byte, passkey accuracy at the training context
 //   <name>.key           the up-to-date key (zoo.h); written last, so a model is skipped
 //                        only when all of the above exist for the same key
 //   <name>.ckpt          while training only: resumed from after an interruption
-// and for the run: zoo.csv (the summaries of every model of the profile found),
+// and for the run: zoo.csv (the summaries of every model of the profile found), passkey.csv
+// (their passkey rows),
 // validation.txt (the validation text) and compressors.csv (gzip -9 / bzip2 -9 / xz -9
 // bits per byte of validation.txt, the baselines a model must beat).
 #include <getopt.h>
@@ -36,7 +41,11 @@
 
 #define SUMMARY_HEADER                                                                             \
     "name,role,attention,params,dim,n_layers,n_heads,n_kv_heads,vocab_size,seq_len,steps,tokens,"  \
-    "train_s,tokens_per_s,gflop_per_s,val_loss_nats,val_bits_per_byte,passkey_accuracy"
+    "train_s,tokens_per_s,gflop_per_s,val_loss_nats,val_bits_per_byte,passkey_accuracy,"             \
+    "passkey_token_accuracy,passkey_worst_depth_accuracy"
+#define PASSKEY_HEADER "name,context,needle_depth,samples,exact_match,token_accuracy"
+#define PASSKEY_DEPTHS 5     // needle depths 0, 25, 50, 75, 100%
+#define PASSKEY_SEED 12345   // the held-out keys and their haystacks (the same at every depth)
 
 typedef struct {
     CliCommon common;
@@ -59,14 +68,35 @@ static void usage(void) {
            "  --help           show this help\n");
 }
 
+// "copy 300 x 64 | passkey 0.50 gap 16-> (60%) + text"
+static void describe_schedule(char *out, size_t size, const TrainConfig *tc) {
+    size_t n = 0;
+    out[0] = '\0';
+    for (int i = 0; i < tc->n_phases && n < size; i++) {
+        const TrainPhase *p = &tc->phases[i];
+        int B, T;
+        train_phase_shape(tc, p, &B, &T);
+        n += snprintf(out + n, size - n, "%s", i ? " | " : "");
+        if (p->steps) n += snprintf(out + n, size - n, "%d steps: ", p->steps);
+        if (p->copy_frac > 0) n += snprintf(out + n, size - n, "copy %.2f ", p->copy_frac);
+        if (p->passkey_frac > 0) n += snprintf(out + n, size - n, "passkey %.2f ", p->passkey_frac);
+        if (p->gap_from > 0) n += snprintf(out + n, size - n, "gap %d->%d over %.0f%% ", p->gap_from, T, 100.0 * p->gap_widen);
+        if (p->filler_text) n += snprintf(out + n, size - n, "(+ filler text) ");
+        if (n < size) n += snprintf(out + n, size - n, "text %.2f, %d x %d", 1.0 - p->copy_frac - p->passkey_frac, B, T);
+    }
+}
+
 static void list_zoo(const Zoo *z) {
     printf("profile %s: vocab %d, context %d\n", z->profile, z->vocab_size, z->seq_len);
     for (int i = 0; i < z->n_models; i++) {
         const ZooModel *m = &z->models[i];
         const Config *c = &m->config;
-        printf("  %-10s %-9s %-3s dim %4d layers %d heads %d/%d hidden %4d  %6.2fM params  %d steps x %d x %d tokens\n",
+        char schedule[512];
+        describe_schedule(schedule, sizeof schedule, &m->train);
+        printf("  %-10s %-9s %-3s dim %4d layers %d heads %d/%d hidden %4d  %6.2fM params  %d steps x %d x %d tokens, "
+               "lr %g\n             %s\n",
                m->name, m->role, m->attention, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->hidden_dim,
-               model_param_count(c) / 1e6, m->train.steps, m->train.batch_size, m->train.seq_len);
+               model_param_count(c) / 1e6, m->train.steps, m->train.batch_size, m->train.seq_len, m->train.lr, schedule);
     }
 }
 
@@ -129,18 +159,54 @@ static void tokens_free(Tokens *t) {
 
 // --- one model -------------------------------------------------------------------------------
 
+// Passkey retrieval at the training context (mean and worst over the needle depths).
+typedef struct {
+    double exact, tokens, worst_depth;
+} PasskeySummary;
+
+// <name>.passkey.csv: held-out passkeys at each needle depth and at a half, three quarters and
+// all of the training context (those a passkey fits in), scored through the batched training forward
+// (train_passkey_score: the engine evaluator's score, faster). Dies on an evaluation error.
+static PasskeySummary evaluate_passkeys(const char *dir, const ZooModel *m, Trainer *t, const Tokens *tk,
+                                        const Zoo *z) {
+    char path[1024];
+    zoo_path(path, sizeof path, dir, m->name, ".passkey.csv");
+    CsvWriter w = csv_open(path, PASSKEY_HEADER);
+    PasskeySummary sum = {0, 0, 1};
+    int T = m->train.seq_len, contexts[] = {T / 2, 3 * T / 4, T};
+    for (size_t i = 0; i < sizeof contexts / sizeof contexts[0]; i++) {
+        if (contexts[i] < passkey_min_len(&tk->tok)) continue;
+        for (int d = 0; d < PASSKEY_DEPTHS; d++) {
+            float depth = (float)d / (PASSKEY_DEPTHS - 1);
+            PasskeyScore score;
+            Error err;
+            if (train_passkey_score(t, &tk->tok, tk->val, tk->n_val, contexts[i], depth, z->passkey_samples,
+                                    PASSKEY_SEED, &score, &err))
+                die("%s: passkey evaluation: %s", m->name, err.msg);
+            csv_row(&w, "%s,%d,%.6g,%d,%.6g,%.6g", m->name, contexts[i], (double)depth, z->passkey_samples, score.exact,
+                    score.tokens);
+            if (contexts[i] != T) continue;
+            sum.exact += score.exact / PASSKEY_DEPTHS;
+            sum.tokens += score.tokens / PASSKEY_DEPTHS;
+            sum.worst_depth = score.exact < sum.worst_depth ? score.exact : sum.worst_depth;
+        }
+    }
+    csv_close(&w);
+    return sum;
+}
+
 static void write_summary(const char *dir, const ZooModel *m, const TrainResult *r, size_t n_params,
-                          double passkey) {
+                          const PasskeySummary *passkey) {
     char path[1024];
     zoo_path(path, sizeof path, dir, m->name, ".summary.csv");
     const Config *c = &m->config;
     const TrainConfig *t = &m->train;
     double tokens = (double)t->steps * t->batch_size * t->grad_accum * t->seq_len;
     CsvWriter w = csv_open(path, SUMMARY_HEADER);
-    csv_row(&w, "%s,%s,%s,%zu,%d,%d,%d,%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g", m->name, m->role,
+    csv_row(&w, "%s,%s,%s,%zu,%d,%d,%d,%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g", m->name, m->role,
             m->attention, n_params, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->vocab_size, t->seq_len,
             t->steps, tokens, r->seconds, r->tokens / r->seconds, r->flops / r->seconds / 1e9, r->val_loss,
-            r->val_bpb, passkey);
+            r->val_bpb, passkey->exact, passkey->tokens, passkey->worst_depth);
     csv_close(&w);
 }
 
@@ -159,36 +225,38 @@ static void train_one(const char *dir, const ZooModel *m, uint64_t key, const To
     TrainResult res;
     Error err;
     if (train_run(&t, &data, &run, &res, &err)) die("%s: %s", m->name, err.msg);
-    double passkey = passkey_accuracy(&t.model, &tk->tok, tk->val, tk->n_val, m->train.seq_len,
-                                      z->passkey_samples, 12345, &err);
-    if (passkey < 0) die("%s: passkey evaluation: %s", m->name, err.msg);
+    double eval_start = now_seconds();
+    PasskeySummary passkey = evaluate_passkeys(dir, m, &t, tk, z);
+    double eval_s = now_seconds() - eval_start;
     model_save_gguf(gguf, &t.model, &tk->tok, GGML_TYPE_F32);
-    write_summary(dir, m, &res, t.model.n_params, passkey);
+    write_summary(dir, m, &res, t.model.n_params, &passkey);
     write_key(dir, m->name, key);
     remove(ckpt);
     fprintf(stderr, "%-10s %6.2fM params  %5d steps in %6.1f s%s  %7.0f tok/s  %5.1f GFLOP/s  val %.4f bits/byte  "
-            "passkey %.0f%%\n", m->name, t.model.n_params / 1e6, m->train.steps, res.seconds,
+            "passkey %.1f%% (worst depth %.1f%%, %.1f s)\n", m->name, t.model.n_params / 1e6, m->train.steps, res.seconds,
             res.resumed_from ? " (resumed)" : "", res.tokens / res.seconds, res.flops / res.seconds / 1e9,
-            res.val_bpb, 100.0 * passkey);
+            res.val_bpb, 100.0 * passkey.exact, 100.0 * passkey.worst_depth, eval_s);
     trainer_free(&t);
 }
 
 // --- run-wide outputs --------------------------------------------------------------------------
 
-// zoo.csv: the summary rows of every model of the zoo that has one.
-static void write_zoo_table(const char *dir, const Zoo *z) {
+// <file>.csv of the run: the rows (after the header) of <name><suffix> of every model of the
+// zoo that has one.
+static void gather_rows(const char *dir, const Zoo *z, const char *file, const char *header, const char *suffix) {
     char path[1024], line[2048];
-    zoo_path(path, sizeof path, dir, "zoo", ".csv");
-    CsvWriter w = csv_open(path, SUMMARY_HEADER);
+    zoo_path(path, sizeof path, dir, file, ".csv");
+    CsvWriter w = csv_open(path, header);
     for (int i = 0; i < z->n_models; i++) {
-        char summary[1024];
-        zoo_path(summary, sizeof summary, dir, z->models[i].name, ".summary.csv");
-        FILE *f = fopen(summary, "r");
+        char part[1024];
+        zoo_path(part, sizeof part, dir, z->models[i].name, suffix);
+        FILE *f = fopen(part, "r");
         if (!f) continue;
-        if (fgets(line, sizeof line, f) && fgets(line, sizeof line, f)) { // the row after the header
-            line[strcspn(line, "\r\n")] = '\0';
-            csv_row(&w, "%s", line);
-        }
+        if (fgets(line, sizeof line, f))
+            while (fgets(line, sizeof line, f)) {
+                line[strcspn(line, "\r\n")] = '\0';
+                csv_row(&w, "%s", line);
+            }
         fclose(f);
     }
     csv_close(&w);
@@ -287,7 +355,8 @@ int main(int argc, char **argv) {
         tokens_free(&tk);
     }
     write_compressor_baselines(dir, &corpus);
-    write_zoo_table(dir, &zoo);
+    gather_rows(dir, &zoo, "zoo", SUMMARY_HEADER, ".summary.csv");
+    gather_rows(dir, &zoo, "passkey", PASSKEY_HEADER, ".passkey.csv");
     fprintf(stderr, "train: %d model(s) trained, %d up to date, in %.1f s\n", n_stale,
             (o.model ? 1 : zoo.n_models) - n_stale, now_seconds() - start);
     corpus_free(&corpus);

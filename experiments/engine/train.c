@@ -22,6 +22,9 @@
 // thread: waking a team costs more than it saves, and far more on a loaded machine.
 #define PARALLEL_MIN_ELEMS (1 << 16)
 #define PARALLEL_MIN_MACS (1 << 18)
+// The evaluations during training score the same passkeys and repeated strings every time.
+#define TRAIN_EVAL_SEED 4242
+#define PREFIX_MATCH_SEQS 8
 
 TrainConfig train_config_default(void) {
     TrainConfig tc;
@@ -39,9 +42,29 @@ TrainConfig train_config_default(void) {
     tc.adam_eps = 1e-8f;
     tc.grad_clip = 1.0f;
     tc.init_std = 0.02f;
+    tc.n_phases = 1; // phases[0] is all text
     tc.eval_every = 100;
     tc.seed = 1;
     return tc;
+}
+
+// Why the data schedule does not fit the run, or NULL.
+static const char *phases_invalid(const TrainConfig *tc) {
+    if (tc->n_phases < 1 || tc->n_phases > TRAIN_MAX_PHASES) return "n_phases not in 1 .. TRAIN_MAX_PHASES";
+    long steps = 0;
+    for (int i = 0; i < tc->n_phases; i++) {
+        const TrainPhase *p = &tc->phases[i];
+        int last = i == tc->n_phases - 1;
+        if (p->steps < 0 || (!last && p->steps == 0)) return "a phase's steps must be >= 1 (the last's >= 0)";
+        steps += p->steps;
+        if (p->seq_len != 0 && (p->seq_len < 2 || p->seq_len > tc->seq_len))
+            return "a phase's seq_len must be 0 or in 2 .. seq_len";
+        if (!(p->copy_frac >= 0.0f && p->passkey_frac >= 0.0f && p->copy_frac + p->passkey_frac <= 1.0f))
+            return "a phase's copy_frac and passkey_frac must be >= 0 with a sum <= 1";
+        if (p->gap_from < 0 || !(p->gap_widen >= 0.0f && p->gap_widen <= 1.0f))
+            return "a phase's gap_from must be >= 0 and gap_widen in [0, 1]";
+    }
+    return steps > tc->steps ? "the phases have more steps than the run" : NULL;
 }
 
 int train_config_validate(const TrainConfig *tc, const Config *c, char *why, size_t why_len) {
@@ -58,7 +81,8 @@ int train_config_validate(const TrainConfig *tc, const Config *c, char *why, siz
         bad = "AdamW betas not in [0, 1)";
     else if (!(tc->adam_eps > 0.0f) || !(tc->grad_clip >= 0.0f) || !(tc->init_std > 0.0f))
         bad = "adam_eps and init_std must be > 0, grad_clip >= 0";
-    else if (!(tc->passkey_frac >= 0.0f && tc->passkey_frac <= 1.0f)) bad = "passkey_frac not in [0, 1]";
+    else if (tc->eval_passkeys < 0) bad = "eval_passkeys must be >= 0";
+    else bad = phases_invalid(tc);
     if (bad && why) snprintf(why, why_len, "%s", bad);
     return bad == NULL;
 }
@@ -70,6 +94,37 @@ float train_lr(const TrainConfig *tc, int step) {
     if (progress > 1.0) progress = 1.0;
     double floor = (double)tc->lr * tc->min_lr_ratio;
     return (float)(floor + 0.5 * (tc->lr - floor) * (1.0 + cos(M_PI * progress)));
+}
+
+const TrainPhase *train_phase(const TrainConfig *tc, int step, int *into, int *length) {
+    int start = 0;
+    for (int i = 0; i < tc->n_phases - 1; i++) {
+        if (step < start + tc->phases[i].steps) {
+            *into = step - start;
+            *length = tc->phases[i].steps;
+            return &tc->phases[i];
+        }
+        start += tc->phases[i].steps;
+    }
+    *into = step - start;
+    *length = tc->steps - start;
+    return &tc->phases[tc->n_phases - 1];
+}
+
+void train_phase_shape(const TrainConfig *tc, const TrainPhase *p, int *B, int *T) {
+    *T = p->seq_len > 0 ? p->seq_len : tc->seq_len;
+    *B = (int)((long)tc->batch_size * tc->seq_len / *T);
+}
+
+int train_passkey_gap(const TrainConfig *tc, int step) {
+    int into, length, B, T;
+    const TrainPhase *p = train_phase(tc, step, &into, &length);
+    if (p->gap_from == 0) return 0;
+    train_phase_shape(tc, p, &B, &T);
+    double widen_steps = (double)p->gap_widen * length;
+    double progress = widen_steps > 0.0 ? into / widen_steps : 0.0;
+    if (progress > 1.0) progress = 1.0;
+    return p->gap_from + (int)((T - p->gap_from) * progress);
 }
 
 // --- layers ------------------------------------------------------------------------------
@@ -254,16 +309,17 @@ double crossentropy_forward(float *logits, float *row_loss, const int *targets, 
     return total;
 }
 
-void crossentropy_backward(float *probs, const int *targets, int N, int V, float scale) {
+void crossentropy_backward(float *probs, const int *targets, const float *weights, int N, int V, float scale) {
     #pragma omp parallel for schedule(static) if ((size_t)N * V >= PARALLEL_MIN_ELEMS)
     for (int r = 0; r < N; r++) {
         float *row = probs + (size_t)r * V;
-        if (targets[r] < 0) {
+        float w = weights ? scale * weights[r] : scale;
+        if (targets[r] < 0 || w == 0.0f) {
             memset(row, 0, (size_t)V * sizeof(float));
             continue;
         }
-        for (int i = 0; i < V; i++) row[i] *= scale;
-        row[targets[r]] -= scale;
+        for (int i = 0; i < V; i++) row[i] *= w;
+        row[targets[r]] -= w;
     }
 }
 
@@ -361,7 +417,7 @@ double trainer_forward(Trainer *t, const int *inputs, const int *targets, int B,
     const Config *c = &t->model.config;
     const Weights *w = &t->model.weights;
     Activations *a = &t->acts;
-    if (B > t->tc.batch_size || T > t->tc.seq_len || B < 1 || T < 1)
+    if (B * T > a->max_rows || T > t->tc.seq_len || B < 1 || T < 1)
         die("trainer_forward: batch %d x %d exceeds the trainer's %d x %d", B, T, t->tc.batch_size, t->tc.seq_len);
     int N = B * T, C = c->dim, H = c->hidden_dim, V = c->vocab_size;
     int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
@@ -410,7 +466,7 @@ double trainer_forward(Trainer *t, const int *inputs, const int *targets, int B,
     return crossentropy_forward(a->logits, a->row_loss, a->targets, N, V);
 }
 
-void trainer_backward(Trainer *t, float scale) {
+void trainer_backward(Trainer *t, const float *weights, float scale) {
     const Config *c = &t->model.config;
     const Weights *w = &t->model.weights;
     const Weights *g = &t->grad;
@@ -421,7 +477,7 @@ void trainer_backward(Trainer *t, float scale) {
     size_t NC = (size_t)N * C;
     AttentionShape shape = attention_shape(c);
 
-    crossentropy_backward(a->logits, a->targets, N, V, scale); // logits now hold d logits
+    crossentropy_backward(a->logits, a->targets, weights, N, V, scale); // logits now hold d logits
     memset(a->d_xn, 0, NC * sizeof(float));
     matmul_backward(a->d_xn, g->wcls, a->logits, a->xn_final, w->wcls, N, C, V);
     memset(a->d_resid, 0, NC * sizeof(float));
@@ -527,25 +583,92 @@ static uint64_t batch_rng(const TrainConfig *tc, int step, int micro, int b) {
     return rng_seed(tc->seed ^ (0x9E3779B97F4A7C15ull * (index + 1)));
 }
 
-void train_sample_batch(const TrainData *d, const TrainConfig *tc, int step, int micro, int *inputs,
-                        int *targets) {
-    int T = tc->seq_len, min_len = passkey_min_len(d->tok);
-    int *seq = mallocCheck((size_t)(T + 1) * sizeof(int));
-    for (int b = 0; b < tc->batch_size; b++) {
-        uint64_t rng = batch_rng(tc, step, micro, b);
-        int n = 0; // tokens of seq filled before the text window
-        if (rng_uniform(&rng) < tc->passkey_frac) {
-            n = min_len + (int)(rng_u64(&rng) % (uint64_t)(T + 2 - min_len));
-            Error err;
-            if (passkey_sequence(d->tok, seq, n, d->train, d->n_train, &rng, NULL, &err)) die("passkey batch: %s", err.msg);
-        } else {
-            seq[n++] = d->tok->bos_id;
-        }
-        size_t offset = rng_u64(&rng) % (d->n_train - (size_t)(T + 1 - n) + 1);
-        memcpy(seq + n, d->train + offset, (size_t)(T + 1 - n) * sizeof(int));
-        memcpy(inputs + (size_t)b * T, seq, (size_t)T * sizeof(int));
-        memcpy(targets + (size_t)b * T, seq + 1, (size_t)T * sizeof(int));
+void batch_alloc(Batch *b, const TrainConfig *tc) {
+    size_t n = (size_t)tc->batch_size * tc->seq_len;
+    memset(b, 0, sizeof *b);
+    b->inputs = mallocCheck(n * sizeof(int));
+    b->targets = mallocCheck(n * sizeof(int));
+    b->kind = mallocCheck(n);
+    b->weights = mallocCheck(n * sizeof(float));
+}
+
+void batch_free(Batch *b) {
+    free(b->inputs);
+    free(b->targets);
+    free(b->kind);
+    free(b->weights);
+    memset(b, 0, sizeof *b);
+}
+
+// seq (T + 1 tokens) as row b: inputs its first T, targets its last T, every target of kind
+// `kind` (TARGET_NONE: no target).
+static void batch_put(Batch *bt, int b, const int *seq, unsigned char kind) {
+    int T = bt->T;
+    memcpy(bt->inputs + (size_t)b * T, seq, (size_t)T * sizeof(int));
+    memcpy(bt->targets + (size_t)b * T, seq + 1, (size_t)T * sizeof(int));
+    memset(bt->kind + (size_t)b * T, kind, (size_t)T);
+    if (kind == TARGET_NONE)
+        for (int i = 0; i < T; i++) bt->targets[(size_t)b * T + i] = -1;
+}
+
+// The targets of row b that predict tokens [from, to) of its sequence become of kind `kind`.
+static void batch_mark(Batch *bt, int b, const int *seq, int from, int to, unsigned char kind) {
+    for (int i = from - 1; i < to - 1 && i < bt->T; i++) {
+        if (i < 0) continue;
+        bt->kind[(size_t)b * bt->T + i] = kind;
+        bt->targets[(size_t)b * bt->T + i] = kind == TARGET_NONE ? -1 : seq[i + 1];
     }
+}
+
+// Weights: each kind's targets share a weight of 1 (its own mean).
+static void batch_weights(Batch *b) {
+    size_t n = (size_t)b->B * b->T;
+    b->n_text = b->n_answer = 0;
+    for (size_t i = 0; i < n; i++) {
+        b->n_text += b->kind[i] == TARGET_TEXT;
+        b->n_answer += b->kind[i] == TARGET_ANSWER;
+    }
+    for (size_t i = 0; i < n; i++)
+        b->weights[i] = b->kind[i] == TARGET_TEXT ? 1.0f / b->n_text
+                        : b->kind[i] == TARGET_ANSWER ? 1.0f / b->n_answer
+                                                      : 0.0f;
+}
+
+void train_sample_batch(const TrainData *d, const TrainConfig *tc, int step, int micro, Batch *bt) {
+    int into, length;
+    const TrainPhase *phase = train_phase(tc, step, &into, &length);
+    train_phase_shape(tc, phase, &bt->B, &bt->T);
+    int T = bt->T;
+    PasskeyPlace place = {-1.0f, train_passkey_gap(tc, step), 0};
+    int *seq = mallocCheck((size_t)(T + 1) * sizeof(int));
+    Error err;
+    for (int b = 0; b < bt->B; b++) {
+        uint64_t rng = batch_rng(tc, step, micro, b);
+        float u = rng_uniform(&rng);
+        unsigned char filler = phase->filler_text ? TARGET_TEXT : TARGET_NONE;
+        if (u < phase->copy_frac) {
+            CopyLayout L;
+            if (copy_sequence(d->tok, seq, T + 1, d->train, d->n_train, &rng, &L, &err)) die("copy batch: %s", err.msg);
+            // nothing predicts the copies' digits but the second copy's after its first
+            batch_put(bt, b, seq, filler);
+            batch_mark(bt, b, seq, L.first_at, L.first_at + L.len, TARGET_NONE);
+            batch_mark(bt, b, seq, L.second_at, L.second_at + 1, TARGET_NONE);
+            batch_mark(bt, b, seq, L.second_at + 1, L.second_at + L.len, TARGET_ANSWER);
+        } else if (u < phase->copy_frac + phase->passkey_frac) {
+            PasskeyLayout L;
+            if (passkey_sequence_placed(d->tok, seq, T + 1, d->train, d->n_train, &rng, &place, &L, &err))
+                die("passkey batch: %s", err.msg);
+            batch_put(bt, b, seq, filler);
+            batch_mark(bt, b, seq, L.needle_at, L.needle_at + L.needle_len, TARGET_NONE); // its number is random
+            batch_mark(bt, b, seq, L.prompt_len, T + 1, TARGET_ANSWER);
+        } else {
+            seq[0] = d->tok->bos_id;
+            size_t offset = rng_u64(&rng) % (d->n_train - (size_t)T + 1);
+            memcpy(seq + 1, d->train + offset, (size_t)T * sizeof(int));
+            batch_put(bt, b, seq, TARGET_TEXT);
+        }
+    }
+    batch_weights(bt);
     free(seq);
 }
 
@@ -579,16 +702,113 @@ double train_evaluate(Trainer *t, const TrainData *d, size_t max_tokens, double 
     return nats / tokens;
 }
 
+static int argmax_row(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+int train_passkey_score(Trainer *t, const Tokenizer *tok, const int *filler, size_t n_filler, int ctx, float depth,
+                        int n_samples, uint64_t seed, PasskeyScore *score, Error *err) {
+    if (ctx > t->tc.seq_len) return error_set(err, "passkey context %d exceeds the trainer's %d", ctx, t->tc.seq_len);
+    int V = t->model.config.vocab_size, max_B = t->acts.max_rows / ctx;
+    int *seqs = mallocCheck((size_t)max_B * ctx * sizeof(int));
+    PasskeyLayout *layouts = mallocCheck((size_t)max_B * sizeof(PasskeyLayout));
+    uint64_t rng = rng_seed(seed);
+    double exact = 0.0, right = 0.0, tokens = 0.0;
+    int rc = 0;
+    for (int done = 0; done < n_samples && rc == 0;) {
+        int B = n_samples - done < max_B ? n_samples - done : max_B;
+        for (int b = 0; b < B && rc == 0; b++)
+            rc = passkey_eval_sequence(tok, seqs + (size_t)b * ctx, ctx, filler, n_filler, depth, &rng, &layouts[b], err);
+        if (rc) break;
+        trainer_forward(t, seqs, NULL, B, ctx);
+        for (int b = 0; b < B; b++) {
+            const PasskeyLayout *L = &layouts[b];
+            int ok = 0;
+            for (int i = 0; i < L->answer_len; i++) { // row p's logits predict token p + 1
+                size_t row = (size_t)b * ctx + L->prompt_len - 1 + i;
+                ok += argmax_row(t->acts.logits + row * V, V) == seqs[(size_t)b * ctx + L->prompt_len + i];
+            }
+            exact += ok == L->answer_len;
+            right += ok;
+            tokens += L->answer_len;
+        }
+        done += B;
+    }
+    free(seqs);
+    free(layouts);
+    if (rc) return -1;
+    score->exact = n_samples > 0 ? exact / n_samples : 0.0;
+    score->tokens = tokens > 0 ? right / tokens : 0.0;
+    return 0;
+}
+
+// Fill B sequences of T tokens as train_prefix_matching describes; m tokens repeat.
+static void repeated_random_tokens(int *tokens, int B, int T, int m, int bos, int V, uint64_t *rng) {
+    for (int b = 0; b < B; b++) {
+        int *row = tokens + (size_t)b * T;
+        row[0] = bos;
+        for (int i = 1; i < T; i++) row[i] = i <= 2 * m && i > m ? row[i - m] : (int)(rng_u64(rng) % (uint64_t)V);
+    }
+}
+
+void train_prefix_matching(Trainer *t, int bos, int n_seqs, uint64_t seed, double *best) {
+    const Config *c = &t->model.config;
+    int T = t->tc.seq_len, max_B = t->acts.max_rows / T, m = (T - 1) / 2, L = c->n_layers, nh = c->n_heads;
+    double *score = callocCheck((size_t)L * nh, sizeof(double));
+    int *tokens = mallocCheck((size_t)max_B * T * sizeof(int));
+    uint64_t rng = rng_seed(seed);
+    for (int done = 0; done < n_seqs;) {
+        int B = n_seqs - done < max_B ? n_seqs - done : max_B;
+        repeated_random_tokens(tokens, B, T, m, bos, c->vocab_size, &rng);
+        trainer_forward(t, tokens, NULL, B, T);
+        for (int l = 0; l < L; l++)
+            for (int b = 0; b < B; b++)
+                for (int h = 0; h < nh; h++) {
+                    const float *p = t->acts.probs + (((size_t)l * B + b) * nh + h) * T * T; // (T, T)
+                    // query 1 + m + i holds the i-th repeated token; 2 + i follows its first occurrence
+                    for (int i = 0; i < m; i++) score[l * nh + h] += p[(size_t)(1 + m + i) * T + 2 + i];
+                }
+        done += B;
+    }
+    for (int l = 0; l < L; l++) {
+        best[l] = 0.0;
+        for (int h = 0; h < nh; h++) {
+            double s = score[l * nh + h] / ((double)n_seqs * m);
+            best[l] = s > best[l] ? s : best[l];
+        }
+    }
+    free(score);
+    free(tokens);
+}
+
 double train_flops(const Config *c, int B, int T) { return 3.0 * B * model_forward_flops(c, T, 0, T); }
 
 // --- checkpoints -------------------------------------------------------------------------
 
 static const char CKPT_MAGIC[8] = {'I', 'L', 'T', 'R', 'A', 'I', 'N', '1'};
-#define CKPT_VERSION 1
-#define CKPT_ROW_BYTES (4 + 5 * 8)
+#define CKPT_VERSION 2
+#define CKPT_ROW_VALUES (9 + TRAIN_MAX_LAYERS)
+#define CKPT_ROW_BYTES (4 + CKPT_ROW_VALUES * 8)
 
 // Layout: magic, u32 version, u64 key, i32 step, u64 n_params, i32 n_log, params, adam m,
-// adam v (n_params floats each), then n_log rows of (i32 step, 5 f64).
+// adam v (n_params floats each), then n_log rows of (i32 step, CKPT_ROW_VALUES f64: the
+// row's fields in order).
+
+static void row_to_values(const TrainLogRow *r, double *v) {
+    double head[9] = {r->train_loss, r->text_loss, r->answer_loss, r->val_loss, r->val_bpb, r->lr,
+                      r->tokens_per_s, r->passkey_exact, r->passkey_tokens};
+    memcpy(v, head, sizeof head);
+    memcpy(v + 9, r->prefix_match, sizeof r->prefix_match);
+}
+
+static TrainLogRow row_from_values(int step, const double *v) {
+    TrainLogRow r = {step, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], {0}};
+    memcpy(r.prefix_match, v + 9, sizeof r.prefix_match);
+    return r;
+}
 static size_t ckpt_size(size_t n_params, int n_log) {
     return 8 + 4 + 8 + 4 + 8 + 4 + 3 * n_params * sizeof(float) + (size_t)n_log * CKPT_ROW_BYTES;
 }
@@ -610,9 +830,10 @@ void trainer_save(const Trainer *t, const char *path, uint64_t key) {
     for (int i = 0; i < t->n_log; i++) {
         const TrainLogRow *r = &t->log[i];
         int32_t s = r->step;
-        double vals[5] = {r->train_loss, r->val_loss, r->val_bpb, r->lr, r->tokens_per_s};
+        double vals[CKPT_ROW_VALUES];
+        row_to_values(r, vals);
         fwriteCheck(&s, 4, 1, af.f);
-        fwriteCheck(vals, 8, 5, af.f);
+        fwriteCheck(vals, 8, CKPT_ROW_VALUES, af.f);
     }
     atomic_commit(&af);
 }
@@ -655,9 +876,9 @@ int trainer_load(Trainer *t, const char *path, uint64_t key, Error *err) {
     ok = read_exact(f, blocks, sizeof(float), 3 * n);
     for (int i = 0; ok && i < n_log; i++) {
         int32_t s;
-        double vals[5];
-        ok = read_exact(f, &s, 4, 1) && read_exact(f, vals, 8, 5);
-        rows[i] = (TrainLogRow){s, vals[0], vals[1], vals[2], vals[3], vals[4]};
+        double vals[CKPT_ROW_VALUES];
+        ok = read_exact(f, &s, 4, 1) && read_exact(f, vals, 8, CKPT_ROW_VALUES);
+        if (ok) rows[i] = row_from_values(s, vals);
     }
     fclose(f);
     for (size_t i = 0; ok && i < 3 * n; i++) ok = isfinite(blocks[i]);
@@ -679,12 +900,34 @@ int trainer_load(Trainer *t, const char *path, uint64_t key, Error *err) {
 
 // --- the loop ------------------------------------------------------------------------------
 
+// A number as the log writes it: empty where there is none (NAN).
+static const char *log_number(char *buf, size_t size, double x) {
+    if (isnan(x)) buf[0] = '\0';
+    else snprintf(buf, size, "%.6g", x);
+    return buf;
+}
+
 static void write_log(const Trainer *t, const char *path) {
-    CsvWriter w = csv_open(path, "step,train_loss,val_loss,val_bits_per_byte,lr,tokens_per_s");
+    char header[1024] = "step,train_loss,text_loss,answer_loss,val_loss,val_bits_per_byte,lr,tokens_per_s,"
+                        "passkey_exact,passkey_tokens";
+    int L = t->model.config.n_layers < TRAIN_MAX_LAYERS ? t->model.config.n_layers : TRAIN_MAX_LAYERS;
+    for (int l = 0; l < L; l++) snprintf(header + strlen(header), sizeof header - strlen(header), ",prefix_match_l%d", l);
+    strcat(header, ",prefix_match_max");
+    CsvWriter w = csv_open(path, header);
     for (int i = 0; i < t->n_log; i++) {
         const TrainLogRow *r = &t->log[i];
-        csv_row(&w, "%d,%.6g,%.6g,%.6g,%.6g,%.6g", r->step, r->train_loss, r->val_loss, r->val_bpb, r->lr,
-                r->tokens_per_s);
+        char line[1024], b[4][32];
+        int n = snprintf(line, sizeof line, "%d,%.6g,%s,%s,%.6g,%.6g,%.6g,%.6g,%s,%s", r->step, r->train_loss,
+                         log_number(b[0], 32, r->text_loss), log_number(b[1], 32, r->answer_loss), r->val_loss,
+                         r->val_bpb, r->lr, r->tokens_per_s, log_number(b[2], 32, r->passkey_exact),
+                         log_number(b[3], 32, r->passkey_tokens));
+        double max = 0.0;
+        for (int l = 0; l < L; l++) {
+            n += snprintf(line + n, sizeof line - n, ",%.6g", r->prefix_match[l]);
+            max = r->prefix_match[l] > max ? r->prefix_match[l] : max;
+        }
+        snprintf(line + n, sizeof line - n, ",%.6g", max);
+        csv_row(&w, "%s", line);
     }
     csv_close(&w);
 }
@@ -709,25 +952,72 @@ static int check_data(const Trainer *t, const TrainData *d, Error *err) {
     if (d->n_val == 0) return error_set(err, "the validation text is empty");
     if (d->tok->vocab_size != t->model.config.vocab_size)
         return error_set(err, "tokenizer has %d tokens, the model %d", d->tok->vocab_size, t->model.config.vocab_size);
-    if (tc->passkey_frac > 0.0f && tc->seq_len + 1 < passkey_min_len(d->tok))
-        return error_set(err, "seq_len %d is too short for passkey sequences (%d tokens)", tc->seq_len,
-                         passkey_min_len(d->tok));
+    for (int i = 0; i < tc->n_phases; i++) {
+        int B, T;
+        train_phase_shape(tc, &tc->phases[i], &B, &T);
+        if (tc->phases[i].passkey_frac > 0.0f && T + 1 < passkey_min_len(d->tok))
+            return error_set(err, "phase %d: seq_len %d is too short for passkey sequences (%d tokens)", i + 1, T,
+                             passkey_min_len(d->tok));
+        if (tc->phases[i].copy_frac > 0.0f && T + 1 < 3 * COPY_MIN_DIGITS + 1)
+            return error_set(err, "phase %d: seq_len %d is too short for copy sequences", i + 1, T);
+    }
     return 0;
 }
 
-// One optimiser step over grad_accum micro-batches. Returns the mean loss.
-static double train_step(Trainer *t, const TrainData *d, int *inputs, int *targets) {
+// What one step trained on: its objective, and the summed losses and counts of each kind.
+typedef struct {
+    double objective, text_nats, answer_nats;
+    long n_text, n_answer;
+} StepLoss;
+
+static void add_kind_losses(StepLoss *sl, const Trainer *t, const Batch *b) {
+    const float *row_loss = t->acts.row_loss;
+    for (size_t i = 0; i < (size_t)b->B * b->T; i++) {
+        if (b->kind[i] == TARGET_TEXT) sl->text_nats += row_loss[i];
+        else if (b->kind[i] == TARGET_ANSWER) sl->answer_nats += row_loss[i];
+    }
+    sl->n_text += b->n_text;
+    sl->n_answer += b->n_answer;
+}
+
+// One optimiser step over grad_accum micro-batches: the objective is the mean of the
+// micro-batches' (text mean + answer mean).
+static void train_step(Trainer *t, const TrainData *d, Batch *b, StepLoss *sl) {
     const TrainConfig *tc = &t->tc;
-    int B = tc->batch_size, T = tc->seq_len;
-    double tokens = (double)B * T * tc->grad_accum, loss = 0.0;
+    memset(sl, 0, sizeof *sl);
     trainer_zero_grad(t);
     for (int micro = 0; micro < tc->grad_accum; micro++) {
-        train_sample_batch(d, tc, t->step, micro, inputs, targets);
-        loss += trainer_forward(t, inputs, targets, B, T);
-        trainer_backward(t, 1.0f / (float)tokens);
+        train_sample_batch(d, tc, t->step, micro, b);
+        StepLoss m = {0};
+        trainer_forward(t, b->inputs, b->targets, b->B, b->T);
+        add_kind_losses(&m, t, b);
+        trainer_backward(t, b->weights, 1.0f / (float)tc->grad_accum);
+        sl->objective += ((m.n_text ? m.text_nats / m.n_text : 0.0) + (m.n_answer ? m.answer_nats / m.n_answer : 0.0)) /
+                         tc->grad_accum;
+        sl->text_nats += m.text_nats, sl->answer_nats += m.answer_nats;
+        sl->n_text += m.n_text, sl->n_answer += m.n_answer;
     }
     trainer_update(t);
-    return loss / tokens;
+}
+
+// The evaluation row after the interval's steps: validation, then the retrieval diagnostics.
+static int evaluate_row(Trainer *t, const TrainData *d, int last, TrainLogRow *row, Error *err) {
+    const TrainConfig *tc = &t->tc;
+    row->val_loss = train_evaluate(t, d, last ? 0 : (size_t)tc->eval_tokens, &row->val_bpb);
+    row->passkey_exact = row->passkey_tokens = NAN;
+    if (tc->eval_passkeys > 0 && tc->seq_len >= passkey_min_len(d->tok)) {
+        PasskeyScore score;
+        if (train_passkey_score(t, d->tok, d->val, d->n_val, tc->seq_len, -1.0f, tc->eval_passkeys, TRAIN_EVAL_SEED,
+                                &score, err))
+            return -1;
+        row->passkey_exact = score.exact;
+        row->passkey_tokens = score.tokens;
+    }
+    double *best = mallocCheck((size_t)t->model.config.n_layers * sizeof(double));
+    train_prefix_matching(t, d->tok->bos_id, PREFIX_MATCH_SEQS, TRAIN_EVAL_SEED, best);
+    for (int l = 0; l < t->model.config.n_layers && l < TRAIN_MAX_LAYERS; l++) row->prefix_match[l] = best[l];
+    free(best);
+    return 0;
 }
 
 int train_run(Trainer *t, const TrainData *d, const TrainRun *run, TrainResult *res, Error *err) {
@@ -739,22 +1029,27 @@ int train_run(Trainer *t, const TrainData *d, const TrainRun *run, TrainResult *
         if (trainer_load(t, run->checkpoint_path, run->key, &load_err) == 0) res->resumed_from = t->step;
         else fprintf(stderr, "note: not resuming: %s\n", load_err.msg);
     }
-    int B = tc->batch_size, T = tc->seq_len, stop = run->stop_at > 0 && run->stop_at < tc->steps ? run->stop_at : tc->steps;
-    int *inputs = mallocCheck((size_t)B * T * sizeof(int)), *targets = mallocCheck((size_t)B * T * sizeof(int));
-    double step_tokens = (double)B * T * tc->grad_accum, step_flops = tc->grad_accum * train_flops(&t->model.config, B, T);
-    double start = now_seconds(), interval_start = start, interval_loss = 0.0, interval_tokens = 0.0, interval_flops = 0.0;
-    int interval_steps = 0;
-    while (t->step < stop) {
+    int stop = run->stop_at > 0 && run->stop_at < tc->steps ? run->stop_at : tc->steps;
+    Batch batch;
+    batch_alloc(&batch, tc);
+    double step_tokens = (double)tc->batch_size * tc->seq_len * tc->grad_accum;
+    double start = now_seconds(), interval_start = start, interval_tokens = 0.0, interval_flops = 0.0;
+    StepLoss interval = {0};
+    int interval_steps = 0, rc = 0;
+    while (t->step < stop && rc == 0) {
         float lr = train_lr(tc, t->step);
-        double loss = train_step(t, d, inputs, targets);
+        StepLoss sl;
+        train_step(t, d, &batch, &sl);
         interval_tokens += step_tokens;
-        interval_flops += step_flops;
-        interval_loss += loss;
+        interval_flops += tc->grad_accum * train_flops(&t->model.config, batch.B, batch.T);
+        interval.objective += sl.objective;
+        interval.text_nats += sl.text_nats, interval.answer_nats += sl.answer_nats;
+        interval.n_text += sl.n_text, interval.n_answer += sl.n_answer;
         interval_steps++;
         double elapsed = now_seconds() - interval_start;
         double tok_s = (res->tokens + interval_tokens) / (res->seconds + elapsed);
         if (run->label)
-            progress_bar(run->label, t->step, tc->steps, loss, tok_s,
+            progress_bar(run->label, t->step, tc->steps, sl.objective, tok_s,
                          (tc->steps - t->step) * (res->seconds + elapsed) / (t->step - res->resumed_from));
         int last = t->step == tc->steps, evaluate = last || t->step % tc->eval_every == 0;
         if (evaluate || t->step == stop) { // close the interval's accounting
@@ -763,15 +1058,19 @@ int train_run(Trainer *t, const TrainData *d, const TrainRun *run, TrainResult *
             res->flops += interval_flops;
         }
         if (evaluate) {
-            TrainLogRow row = {t->step, interval_loss / interval_steps, 0, 0, lr, interval_tokens / elapsed};
-            row.val_loss = train_evaluate(t, d, last ? 0 : (size_t)tc->eval_tokens, &row.val_bpb);
+            TrainLogRow row = {t->step, interval.objective / interval_steps,
+                               interval.n_text ? interval.text_nats / interval.n_text : NAN,
+                               interval.n_answer ? interval.answer_nats / interval.n_answer : NAN,
+                               0, 0, lr, interval_tokens / elapsed, NAN, NAN, {0}};
+            rc = evaluate_row(t, d, last, &row, err);
             log_append(t, &row);
             if (run->log_path) write_log(t, run->log_path);
-            interval_loss = interval_tokens = interval_flops = 0.0;
+            memset(&interval, 0, sizeof interval);
+            interval_tokens = interval_flops = 0.0;
             interval_steps = 0;
             interval_start = now_seconds();
         }
-        if (run->checkpoint_path && t->step < tc->steps &&
+        if (rc == 0 && run->checkpoint_path && t->step < tc->steps &&
             ((run->checkpoint_every > 0 && t->step % run->checkpoint_every == 0) || t->step == stop))
             trainer_save(t, run->checkpoint_path, run->key);
     }
@@ -781,7 +1080,6 @@ int train_run(Trainer *t, const TrainData *d, const TrainRun *run, TrainResult *
     }
     if (run->label) progress_done();
     res->wall_seconds = now_seconds() - start;
-    free(inputs);
-    free(targets);
-    return 0;
+    batch_free(&batch);
+    return rc;
 }

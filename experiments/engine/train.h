@@ -1,7 +1,13 @@
 // train.h: training the Llama-style decoder of model.h from scratch: the forward pass with
 // saved activations, the backward pass of every layer, AdamW with warmup + cosine learning
-// rate, gradient clipping and accumulation, batches (with passkey needles), validation in
-// bits per byte, checkpoint / resume, and the training loop with its CSV log.
+// rate, gradient clipping and accumulation, per-token loss weights, a data schedule of
+// phases (text, copy sequences, passkeys with a widening needle-to-question gap), validation
+// in bits per byte, retrieval diagnostics (passkey accuracy, prefix-matching score),
+// checkpoint / resume, and the training loop with its CSV log.
+//
+// The loss of a step is the mean loss over its text targets plus, in its own mean, the loss
+// over its answer targets (passkey answers, second copies of copy sequences): an answer is a
+// few tokens of a sequence, so inside one mean over all tokens it would get almost no gradient.
 //
 // The forward computes what model_forward_full computes (same kernels for norms, matmuls,
 // RoPE, SwiGLU; attention written out so that its probabilities are kept for the backward).
@@ -19,12 +25,32 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "corpus.h"
 #include "kernels.h"
 #include "model.h"
 #include "tokenizer.h"
 
+#define TRAIN_MAX_PHASES 4
+#define TRAIN_MAX_LAYERS 16 // prefix-matching scores the log keeps (one per layer)
+
+// One phase of a data schedule: what the sequences of its steps are made of.
 typedef struct {
-    int batch_size;      // B: sequences per micro-batch
+    int steps;          // optimiser steps of this phase; the last phase runs to the end
+    int seq_len;        // tokens per sequence, 0 = the run's seq_len. A shorter one packs
+                        // batch_size * seq_len(run) / seq_len sequences into a micro-batch, so a
+                        // step trains on as many tokens (short contexts form the copy circuit fast)
+    float copy_frac;    // fraction of sequences that are copy sequences (corpus.h)
+    float passkey_frac; // fraction that are passkey sequences; the rest are text
+    int gap_from;       // passkeys: at most this many filler tokens between needle and question
+                        // at the phase's start; 0 = no limit
+    float gap_widen;    // the limit widens linearly to the whole sequence over this fraction of
+                        // the phase's steps (0: it stays gap_from)
+    int filler_text;    // 1: copy and passkey sequences also train language modelling on their
+                        // filler (text targets everywhere but the digit strings and the needle)
+} TrainPhase;
+
+typedef struct {
+    int batch_size;      // B: sequences per micro-batch (of seq_len tokens)
     int seq_len;         // T: tokens per sequence (<= the model's seq_len)
     int grad_accum;      // micro-batches per optimiser step
     int steps;           // optimiser steps
@@ -35,15 +61,18 @@ typedef struct {
     float beta1, beta2, adam_eps;
     float grad_clip;     // clip the global gradient norm to this; 0 = no clipping
     float init_std;      // weights ~ N(0, init_std); wo and w2 scaled by 1/sqrt(2L)
-    float passkey_frac;  // fraction of training sequences that carry a passkey needle
+    TrainPhase phases[TRAIN_MAX_PHASES]; // the data schedule, in order
+    int n_phases;
     int eval_every;      // steps between validation evaluations (and log rows)
     int eval_tokens;     // validation tokens of the evaluations during training (evenly
                          // spaced windows); the last one uses all. 0 = all every time
+    int eval_passkeys;   // held-out passkeys scored at each evaluation (random depths); 0 = none
     uint64_t seed;       // initialisation and batch sampling
 } TrainConfig;
 
 // Defaults for the optimiser fields (AdamW 0.9 / 0.95, eps 1e-8, wd 0.1, clip 1, std 0.02,
-// min lr ratio 0.1); the caller sets sizes, steps, lr and seed.
+// min lr ratio 0.1) and a schedule of one all-text phase; the caller sets sizes, steps, lr
+// and seed.
 TrainConfig train_config_default(void);
 // Check a training config against a model config; 0 and a reason when they do not fit.
 int train_config_validate(const TrainConfig *tc, const Config *c, char *why, size_t why_len);
@@ -51,14 +80,26 @@ int train_config_validate(const TrainConfig *tc, const Config *c, char *why, siz
 // Learning rate of optimiser step `step` (0-based): linear warmup, then cosine to the floor.
 float train_lr(const TrainConfig *tc, int step);
 
+// The phase of step `step` (0-based); *into = steps of the phase before this one, *length =
+// the phase's steps (the last phase's run to tc->steps).
+const TrainPhase *train_phase(const TrainConfig *tc, int step, int *into, int *length);
+// Sequences and tokens per sequence of a micro-batch in this phase.
+void train_phase_shape(const TrainConfig *tc, const TrainPhase *p, int *B, int *T);
+// The needle-to-question gap limit of passkeys at step `step` (filler tokens); 0 = none.
+int train_passkey_gap(const TrainConfig *tc, int step);
+
 // One row of the training log (also kept in checkpoints, so a resumed log is whole).
 typedef struct {
     int step;            // optimiser steps done
-    double train_loss;   // mean training loss (nats / token) over the steps since the last row
+    double train_loss;   // mean objective (text mean + answer mean) over the steps since the last row
+    double text_loss;    // mean loss of text targets (nats / token) over those steps; NAN: none
+    double answer_loss;  // mean loss of answer targets over those steps; NAN: none
     double val_loss;     // validation loss (nats / token)
     double val_bpb;      // validation bits per byte
     double lr;           // learning rate of the last step
     double tokens_per_s; // training throughput since the last row (evaluation excluded)
+    double passkey_exact, passkey_tokens; // passkey_evaluate of eval_passkeys keys; NAN: none
+    double prefix_match[TRAIN_MAX_LAYERS]; // train_prefix_matching, per layer
 } TrainLogRow;
 
 // Activations of one forward pass over B x T tokens (N = B * T rows), kept for the backward.
@@ -104,13 +145,14 @@ typedef struct {
 void trainer_init(Trainer *t, const Config *c, const TrainConfig *tc);
 void trainer_free(Trainer *t);
 
-// Forward pass over inputs (B, T) (B <= tc.batch_size, T <= tc.seq_len): every position
+// Forward pass over inputs (B, T) (B * T <= tc.batch_size * tc.seq_len, T <= tc.seq_len): every position
 // p of a row sits at position p. With targets (B, T) (-1 = no target), returns the summed
 // cross-entropy in nats and the logits buffer holds probabilities; without, returns 0 and
 // acts.logits holds the logits (N, V).
 double trainer_forward(Trainer *t, const int *inputs, const int *targets, int B, int T);
-// Backward of scale * (the summed loss of the last forward), added to the gradients.
-void trainer_backward(Trainer *t, float scale);
+// Backward of scale * sum_r weights[r] * loss_r over the rows of the last forward (weights
+// NULL: all 1), added to the gradients.
+void trainer_backward(Trainer *t, const float *weights, float scale);
 void trainer_zero_grad(Trainer *t);
 // Clip, AdamW at train_lr(step), step++. Returns the gradient norm before clipping.
 float trainer_update(Trainer *t);
@@ -143,8 +185,9 @@ void attention_backward(float *dq, float *dk, float *dv, const float *d_out, con
 // logits (N, V) -> probabilities in place; row_loss[r] = -log p(targets[r]) (0 when the
 // target is -1). Returns the summed loss.
 double crossentropy_forward(float *logits, float *row_loss, const int *targets, int N, int V);
-// probabilities -> d logits of scale * summed loss, in place (rows without target: 0).
-void crossentropy_backward(float *probs, const int *targets, int N, int V, float scale);
+// probabilities -> d logits of scale * sum_r weights[r] * loss_r (weights NULL: all 1), in
+// place (rows without target: 0).
+void crossentropy_backward(float *probs, const int *targets, const float *weights, int N, int V, float scale);
 
 // --- data ---
 
@@ -156,20 +199,55 @@ typedef struct {
     const Tokenizer *tok;   // BOS, passkey needles, and the bytes each token stands for
 } TrainData;
 
-// Micro-batch `micro` of step `step`: B sequences of T + 1 tokens, as inputs (B, T) and
-// targets (B, T) shifted by one. A sequence is BOS then a random window of the training
-// stream or, with probability passkey_frac, a passkey sequence (corpus.h) of random length in
-// [passkey_min_len, T + 1] (haystacks of every size up to the context) continued by a window
-// of the training stream. A pure function of (seed, step, micro), so a resumed run sees
-// the same data.
-void train_sample_batch(const TrainData *d, const TrainConfig *tc, int step, int micro, int *inputs,
-                        int *targets);
+// What a target is there for: the loss of a step is the mean over its TARGET_TEXT targets
+// plus the mean over its TARGET_ANSWER targets.
+enum { TARGET_NONE, TARGET_TEXT, TARGET_ANSWER };
+
+// One micro-batch: B sequences of T tokens (the phase's shape), at most tc.batch_size *
+// tc.seq_len tokens.
+typedef struct {
+    int B, T;
+    int *inputs, *targets;  // (B, T); targets -1 where there is none
+    unsigned char *kind;    // (B, T) TARGET_*
+    float *weights;         // (B, T) loss weights: 1 / (targets of the kind in the micro-batch)
+    int n_text, n_answer;   // targets of each kind
+} Batch;
+
+void batch_alloc(Batch *b, const TrainConfig *tc);
+void batch_free(Batch *b);
+
+// Micro-batch `micro` of step `step`, in the shape of the step's phase. Each sequence is drawn
+// by the phase's fractions:
+//   - copy: a copy sequence of T + 1 tokens (corpus.h), answer targets on the second copy
+//     after its first token;
+//   - passkey: a passkey sequence of T + 1 tokens with a training key, the needle within
+//     train_passkey_gap filler tokens of the question, answer targets on the answer;
+//   - in both, with filler_text, text targets on the rest but the first copy, the second
+//     copy's first token and the needle (none there); without, no other targets;
+//   - text: BOS then a random window of the training stream, text targets everywhere.
+// Inputs are the first T tokens, targets the last T. A pure function of (seed, step, micro),
+// so a resumed run sees the same data.
+void train_sample_batch(const TrainData *d, const TrainConfig *tc, int step, int micro, Batch *b);
 
 // Validation loss: the validation stream cut into windows of T tokens, each after a BOS, so
 // every token is predicted once; max_tokens < n_val evaluates evenly spaced windows holding
 // about that many tokens. Returns nats per token; *bits_per_byte = total bits / the bytes of
 // the predicted tokens.
 double train_evaluate(Trainer *t, const TrainData *d, size_t max_tokens, double *bits_per_byte);
+
+// passkey_evaluate (corpus.h) through the training forward: n_samples held-out passkeys of
+// ctx <= tc.seq_len tokens from seed and the filler stream, batched, scored with the answer
+// fed back (which is what greedy decoding reproduces while it is right), so the same seed
+// gives the same score as the engine's evaluator at a fraction of the time. 0, or -1 with err.
+int train_passkey_score(Trainer *t, const Tokenizer *tok, const int *filler, size_t n_filler, int ctx, float depth,
+                        int n_samples, uint64_t seed, PasskeyScore *score, Error *err);
+
+// Prefix-matching score (Olsson et al. 2022) of every head: over n_seqs sequences of T =
+// tc.seq_len tokens, bos then a string of (T - 1) / 2 random tokens repeated once (and one
+// more random token when T is even), the mean attention from each token of the second copy
+// to the token after its first occurrence. best[l] (n_layers) = the best head's score in
+// layer l: an induction head scores near 1, uniform attention 1 / (position + 1).
+void train_prefix_matching(Trainer *t, int bos, int n_seqs, uint64_t seed, double *best);
 
 // Floating-point operations of training on B sequences of T tokens (forward + backward =
 // 3 x forward).

@@ -21,7 +21,7 @@
 #include "model.h"
 #include "train.h"
 
-#define TRAIN_CODE_VERSION 1
+#define TRAIN_CODE_VERSION 2
 #define ZOO_MAX_MODELS 12
 
 typedef struct {
@@ -36,7 +36,7 @@ typedef struct {
     char profile[16];
     int vocab_size;      // shared BPE vocabulary
     int seq_len;         // training context of every model
-    int passkey_samples; // validation passkey sequences evaluated per model
+    int passkey_samples; // held-out passkeys evaluated per model, context and needle depth
     int n_models;
     ZooModel models[ZOO_MAX_MODELS];
 } Zoo;
