@@ -13,7 +13,8 @@
 //     the last draft's row), so it has the power to catch them;
 //   - rollback: after every step, both caches' first len positions are bit for bit those of
 //     a cache built by prefilling the accepted tokens alone;
-//   - bookkeeping: acceptance rate and mean accepted length from the counts, totals that add;
+//   - bookkeeping: acceptance rate and mean accepted length from the counts, totals that add,
+//     the top-2 logit margin;
 //   - bad input (gamma outside [1, 15], a draft of another vocabulary, too few verification
 //     rows, a context that does not fit, sessions that do not hold the context) is an error.
 // Run: make build/tests/test_speculative && ./build/tests/test_speculative
@@ -211,6 +212,8 @@ static void test_acceptance_bookkeeping(void **state) {
     assert_float_equal(sum.draft_s, a.draft_s + b.draft_s, 1e-12);
     assert_float_equal(speculative_acceptance_rate(&sum), (double)(a.accepted + b.accepted) / (a.drafted + b.drafted),
                        1e-15);
+    float logits[] = {0.5f, 2.0f, -1.0f, 1.25f};
+    assert_float_equal(speculative_top2_margin(logits, 4), 0.75, 0.0);
     SpecStats none = {0};
     assert_true(isnan(speculative_acceptance_rate(&none)) && isnan(speculative_mean_accepted_len(&none)));
     model_free(&target);

@@ -74,6 +74,15 @@ void speculative_stats_add(SpecStats *a, const SpecStats *b) {
     a->target_s += b->target_s;
 }
 
+double speculative_top2_margin(const float *logits, int V) {
+    float first = -INFINITY, second = -INFINITY;
+    for (int i = 0; i < V; i++) {
+        if (logits[i] > first) second = first, first = logits[i];
+        else if (logits[i] > second) second = logits[i];
+    }
+    return (double)first - (double)second;
+}
+
 // --- the acceptance rule ----------------------------------------------------------------------
 
 // A draw from norm(max(0, p - q)), the part of p that q under-proposed.

@@ -120,6 +120,9 @@ typedef struct {
 
 // --- inputs -----------------------------------------------------------------------------------
 
+static const char *model_path, *tokenizer_path, *corpus_path, *drafts_arg;
+static uint64_t seed;
+
 // Prompt i: BOS, then the validation text from the first line start at or after offset
 // i * val_len / n, cut to prompt_len tokens.
 static void choose_prompts(Lab *lab) {
@@ -161,13 +164,14 @@ static void file_stem(char *out, size_t size, const char *path) {
 
 // --drafts A,B,C: the checkpoints in the order given, then the lookup draft.
 static void parse_drafts(Lab *lab, char *list) {
-    if (list) {
-        for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-            if (lab->n_drafts == MAX_DRAFTS - 1) die("speculative: --drafts: at most %d drafts", MAX_DRAFTS - 1);
-            Draft *d = &lab->drafts[lab->n_drafts++];
-            d->path = p;
-            file_stem(d->name, sizeof d->name, p);
-        }
+    for (char *p = list, *next; p; p = next) {
+        next = strchr(p, ',');
+        if (next) *next++ = '\0';
+        if (!*p) die("speculative: --drafts: an empty file name in '%s'", drafts_arg);
+        if (lab->n_drafts == MAX_DRAFTS - 1) die("speculative: --drafts: at most %d drafts", MAX_DRAFTS - 1);
+        Draft *d = &lab->drafts[lab->n_drafts++];
+        d->path = p;
+        file_stem(d->name, sizeof d->name, p);
     }
     snprintf(lab->drafts[lab->n_drafts++].name, sizeof lab->drafts[0].name, "lookup");
     for (int i = 0; i < lab->n_drafts; i++)
@@ -176,9 +180,6 @@ static void parse_drafts(Lab *lab, char *list) {
                 die("speculative: --drafts: two drafts are named '%s' (a draft is named by its file stem; "
                     "lookup is the model-free one)", lab->drafts[i].name);
 }
-
-static const char *model_path, *tokenizer_path, *corpus_path, *drafts_arg;
-static uint64_t seed;
 
 // The target, its tokenizer, the corpus and the prompts, every draft checkpoint, and an
 // engine and session each (room for the prompt in one pass and gamma + 1 verification rows).
@@ -377,13 +378,7 @@ static double top2_margin(Lab *lab, int b, const int *plain, int j) {
     reset_session(&lab->session, lab->prompts + (size_t)b * P, P);
     for (int i = 0; i < j; i++)
         if (session_decode(&lab->session, plain[i], &err)) die("speculative: %s", err.msg);
-    const float *x = lab->session.logits;
-    float first = -INFINITY, second = -INFINITY;
-    for (int i = 0; i < V; i++) {
-        if (x[i] > first) second = first, first = x[i];
-        else if (x[i] > second) second = x[i];
-    }
-    return (double)first - (double)second;
+    return speculative_top2_margin(lab->session.logits, V);
 }
 
 // T = 0: the margin at the first token where speculative output left plain greedy decoding
