@@ -8,8 +8,7 @@
 // Every draft checkpoint given (named by its file stem), then the model-free prompt-lookup
 // draft ("lookup"), continues the same held-out prompts at every gamma and temperature of the
 // sweep (full: gamma 1, 2, 3, 4, 6, 8 x T 0, 0.7, 1; quick: gamma 1, 2, 4, 8 x T 0, 1), and
-// the target alone (session_generate: "plain") continues them at every temperature, in the
-// same run. Prompts: BOS and the validation text from a line start at n evenly spaced points
+// the target alone (session_generate: "plain") continues them beside every setting. Prompts: BOS and the validation text from a line start at n evenly spaced points
 // (the corpus must be the models' training text: default $CORPUS, else the KJV), each prompt
 // of the same length and continued for the same number of tokens (end tokens do not stop it);
 // prompt b samples with seed S + b in every run. At T = 0 every speculative output must equal
@@ -18,8 +17,9 @@
 //
 // Timing: a run is one pass over every prompt; only generation is timed (not the prompt
 // prefills of target and draft). Each setting runs once untimed (warm-up), then `reps` timed
-// runs that must produce the same tokens; times are the median over runs with p10 / p90, and
-// the counts and time shares are those of the median run (counts are equal in every run).
+// runs that must produce the same tokens, each beside a plain run (plain, speculative, plain,
+// ...: a loaded machine's drift weighs on both); times are the median over runs with p10 /
+// p90, and the counts and time shares are those of the median run (counts are equal in every run).
 // The cost model's c and v(k) come from single forwards timed after prompt 0 (bench_run).
 //
 // Writes under --out (every row starts with its backend, cpu; a row's keys come first):
@@ -340,6 +340,39 @@ typedef struct {
     int *tokens;     // (n_prompts, gen_len)
 } Measured;
 
+// The runs of one side of a comparison (plain decoding: d NULL) as they are made.
+typedef struct {
+    Draft *d;
+    int gamma;
+    double temperature;
+    Measured m;
+    int *again;       // a later run's tokens, checked against the first's
+    double *ms;       // (reps)
+    SpecStats *stats; // (reps)
+    SpecStats first;
+} Series;
+
+static Series series_open(const Lab *lab, Draft *d, int gamma, double temperature) {
+    size_t n_tokens = (size_t)lab->sz->n_prompts * lab->sz->gen_len;
+    return (Series){d, gamma, temperature, {.tokens = mallocCheck(n_tokens * sizeof(int))},
+                    mallocCheck(n_tokens * sizeof(int)), mallocCheck(lab->sz->reps * sizeof(double)),
+                    mallocCheck(lab->sz->reps * sizeof(SpecStats)), {0}};
+}
+
+// Run `rep` (negative: a warm-up, -warmup the first of all).
+static void series_run(Series *s, Lab *lab, int rep) {
+    int is_first = rep == -lab->sz->warmup;
+    SpecStats *st = rep < 0 ? &s->first : &s->stats[rep];
+    double seconds = generate_run(lab, s->d, s->gamma, s->temperature, is_first ? s->m.tokens : s->again, st);
+    size_t n_tokens = (size_t)lab->sz->n_prompts * lab->sz->gen_len;
+    if (!is_first && (memcmp(s->m.tokens, s->again, n_tokens * sizeof(int)) != 0 || st->drafted != s->first.drafted ||
+                      st->accepted != s->first.accepted))
+        die("speculative: %s at gamma %d, T = %g: a repeated run gave other tokens", s->d ? s->d->name : "plain",
+            s->gamma, s->temperature);
+    if (is_first && rep >= 0) s->first = *st;
+    if (rep >= 0) s->ms[rep] = 1e3 * seconds;
+}
+
 static int closest_to(const double *x, int n, double value) {
     int best = 0;
     for (int i = 1; i < n; i++)
@@ -347,27 +380,12 @@ static int closest_to(const double *x, int n, double value) {
     return best;
 }
 
-static Measured measure(Lab *lab, Draft *d, int gamma, double temperature) {
-    int n_tokens = lab->sz->n_prompts * lab->sz->gen_len, reps = lab->sz->reps;
-    Measured m = {.tokens = mallocCheck((size_t)n_tokens * sizeof(int))};
-    int *again = mallocCheck((size_t)n_tokens * sizeof(int));
-    double *ms = mallocCheck((size_t)reps * sizeof(double));
-    SpecStats *stats = mallocCheck((size_t)reps * sizeof(SpecStats)), first;
-    for (int rep = -lab->sz->warmup; rep < reps; rep++) {
-        int is_first = rep == -lab->sz->warmup;
-        SpecStats *st = rep < 0 ? &first : &stats[rep];
-        double s = generate_run(lab, d, gamma, temperature, is_first ? m.tokens : again, st);
-        if (!is_first && (memcmp(m.tokens, again, (size_t)n_tokens * sizeof(int)) != 0 ||
-                          st->drafted != first.drafted || st->accepted != first.accepted))
-            die("speculative: %s at gamma %d, T = %g: a repeated run gave other tokens", d ? d->name : "plain",
-                gamma, temperature);
-        if (is_first && rep >= 0) first = *st;
-        if (rep >= 0) ms[rep] = 1e3 * s;
-    }
-    m.ms = bench_stats(ms, reps);
-    m.stats = stats[closest_to(ms, reps, m.ms.median_ms)];
-    free(again), free(ms), free(stats);
-    return m;
+static Measured series_close(Series *s, const Lab *lab) {
+    int reps = lab->sz->reps;
+    s->m.ms = bench_stats(s->ms, reps);
+    s->m.stats = s->stats[closest_to(s->ms, reps, s->m.ms.median_ms)];
+    free(s->again), free(s->ms), free(s->stats);
+    return s->m;
 }
 
 // The target's top-2 logit margin before generated token j of prompt b, as plain decoding
@@ -401,52 +419,54 @@ static double greedy_divergence(Lab *lab, const Draft *d, int gamma, const int *
 
 // --- the sweep ---------------------------------------------------------------------------------
 
+// One setting: speculative decoding and, run for run beside it, plain decoding of the same
+// prompts, so that a change in the machine's speed weighs on both alike.
 typedef struct {
-    Measured m;
+    Measured m, plain;
     double divergence_margin; // NAN: same tokens as plain (or T > 0)
 } Result;
 
 typedef struct {
-    Measured *plain;   // (n_temperatures)
-    Result *spec;      // (n_temperatures, n_drafts, n_gammas)
+    Result *spec; // (n_temperatures, n_drafts, n_gammas)
 } Sweep;
 
 static Result *result_at(const Lab *lab, const Sweep *s, int t, int d, int g) {
     return &s->spec[((size_t)t * lab->n_drafts + d) * lab->sz->n_gammas + g];
 }
 
-// Per temperature: plain decoding, then every draft at every gamma.
+static void measure_setting(Lab *lab, Draft *d, int gamma, double temperature, Result *r) {
+    Series plain = series_open(lab, NULL, 0, temperature), spec = series_open(lab, d, gamma, temperature);
+    for (int rep = -lab->sz->warmup; rep < lab->sz->reps; rep++) {
+        series_run(&plain, lab, rep);
+        series_run(&spec, lab, rep);
+    }
+    r->plain = series_close(&plain, lab);
+    r->m = series_close(&spec, lab);
+    r->divergence_margin = temperature == 0 ? greedy_divergence(lab, d, gamma, r->plain.tokens, r->m.tokens) : NAN;
+}
+
 static Sweep run_sweep(Lab *lab) {
     const Sizes *sz = lab->sz;
-    Sweep s = {mallocCheck(sz->n_temperatures * sizeof(Measured)),
-               mallocCheck((size_t)sz->n_temperatures * lab->n_drafts * sz->n_gammas * sizeof(Result))};
-    int per_t = 1 + lab->n_drafts * sz->n_gammas, total = sz->n_temperatures * per_t;
-    for (int t = 0; t < sz->n_temperatures; t++) {
-        double T = sz->temperatures[t];
-        progress_step(t * per_t, total, "speculative: plain decoding at T = %g", T);
-        s.plain[t] = measure(lab, NULL, 0, T);
+    int per_t = lab->n_drafts * sz->n_gammas, total = sz->n_temperatures * per_t;
+    Sweep s = {mallocCheck((size_t)total * sizeof(Result))};
+    for (int t = 0; t < sz->n_temperatures; t++)
         for (int d = 0; d < lab->n_drafts; d++)
             for (int g = 0; g < sz->n_gammas; g++) {
-                Draft *dr = &lab->drafts[d];
-                int gamma = sz->gammas[g];
-                progress_step(t * per_t + 1 + d * sz->n_gammas + g, total, "speculative: %s at gamma %d, T = %g",
-                              dr->name, gamma, T);
-                Result *r = result_at(lab, &s, t, d, g);
-                r->m = measure(lab, dr, gamma, T);
-                r->divergence_margin = T == 0 ? greedy_divergence(lab, dr, gamma, s.plain[t].tokens, r->m.tokens)
-                                              : NAN;
+                progress_step(t * per_t + d * sz->n_gammas + g, total, "speculative: %s at gamma %d, T = %g",
+                              lab->drafts[d].name, sz->gammas[g], sz->temperatures[t]);
+                measure_setting(lab, &lab->drafts[d], sz->gammas[g], sz->temperatures[t], result_at(lab, &s, t, d, g));
             }
-    }
     return s;
 }
 
 static void sweep_free(const Lab *lab, Sweep *s) {
-    for (int t = 0; t < lab->sz->n_temperatures; t++) {
-        free(s->plain[t].tokens);
+    for (int t = 0; t < lab->sz->n_temperatures; t++)
         for (int d = 0; d < lab->n_drafts; d++)
-            for (int g = 0; g < lab->sz->n_gammas; g++) free(result_at(lab, s, t, d, g)->m.tokens);
-    }
-    free(s->plain), free(s->spec);
+            for (int g = 0; g < lab->sz->n_gammas; g++) {
+                Result *r = result_at(lab, s, t, d, g);
+                free(r->m.tokens), free(r->plain.tokens);
+            }
+    free(s->spec);
 }
 
 // --- the tables --------------------------------------------------------------------------------
@@ -478,11 +498,11 @@ static void write_runs(LabRun *r, const Lab *lab, const Sweep *s) {
     int n_tokens = sz->n_prompts * sz->gen_len;
     CsvWriter w = lab_csv(r, TABLE_RUNS);
     for (int t = 0; t < sz->n_temperatures; t++) {
-        const Measured *plain = &s->plain[t];
         for (int d = 0; d < lab->n_drafts; d++)
             for (int g = 0; g < sz->n_gammas; g++) {
                 const Draft *dr = &lab->drafts[d];
                 const Result *res = result_at(lab, s, t, d, g);
+                const Measured *plain = &res->plain;
                 const SpecStats *st = &res->m.stats;
                 int gamma = sz->gammas[g];
                 double T = sz->temperatures[t], alpha = speculative_acceptance_rate(st);
@@ -570,7 +590,8 @@ static int best_gamma(const Lab *lab, const Sweep *s, int t, int d, double *best
     int arg = 0;
     *best = -INFINITY;
     for (int g = 0; g < lab->sz->n_gammas; g++) {
-        double x = s->plain[t].ms.median_ms / result_at(lab, s, t, d, g)->m.ms.median_ms;
+        const Result *r = result_at(lab, s, t, d, g);
+        double x = r->plain.ms.median_ms / r->m.ms.median_ms;
         if (x > *best) *best = x, arg = g;
     }
     return arg;
