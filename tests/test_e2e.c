@@ -368,12 +368,36 @@ static void test_non_timing_columns_reproduce(void **state) {
         compare_columns(DETERMINISTIC[i].file, DETERMINISTIC[i].columns);
 }
 
+// Bad --drafts lists end with a message and exit status 1 before anything is written; a
+// draft and the lookup together are a usage error of bin/generate (exit 2).
+static void test_speculative_bad_input(void **state) {
+    (void)state;
+    const char *lists[] = {"out/models/quick/no-such-draft.gguf", "out/models/quick/draft-s.gguf,out/models/quick/draft-s.gguf",
+                           "out/models/quick/draft-s.gguf,,out/models/quick/draft-m.gguf"};
+    char cmd[2048], dir[300];
+    snprintf(dir, sizeof dir, "%s/bad", tmp_dir);
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        snprintf(cmd, sizeof cmd, "cd %s && %s/speculative --quick --model out/models/quick/target.gguf --drafts %s "
+                 "--out %s 2> %s/bad.stderr", root, bin, lists[i], dir, tmp_dir);
+        int status = system(cmd);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 1)
+            fail_msg("speculative --drafts %s: exit status %d, want 1", lists[i], WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        if (exists(dir, ".")) fail_msg("speculative --drafts %s created %s", lists[i], dir);
+    }
+    snprintf(cmd, sizeof cmd, "cd %s && %s/generate --model out/models/quick/target.gguf --draft "
+             "out/models/quick/draft-s.gguf --lookup -n 4 > /dev/null 2>&1", root, bin);
+    int status = system(cmd);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 2) fail_msg("generate --draft F --lookup: exit status %d, want 2",
+                                                                  WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_csv_headers_and_rows),
         cmocka_unit_test(test_pdf_text),
         cmocka_unit_test(test_backend_column),
         cmocka_unit_test(test_speculative_greedy_is_plain),
+        cmocka_unit_test(test_speculative_bad_input),
         cmocka_unit_test(test_non_timing_columns_reproduce),
     };
     return cmocka_run_group_tests_name("e2e", tests, setup, teardown);

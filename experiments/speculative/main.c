@@ -7,8 +7,10 @@
 //
 // Every draft checkpoint given (named by its file stem), then the model-free prompt-lookup
 // draft ("lookup"), continues the same held-out prompts at every gamma and temperature of the
-// sweep (full: gamma 1, 2, 3, 4, 6, 8 x T 0, 0.7, 1; quick: gamma 1, 2, 4, 8 x T 0, 1), and
-// the target alone (session_generate: "plain") continues them beside every setting. Prompts: BOS and the validation text from a line start at n evenly spaced points
+// sweep (full: gamma 1, 2, 3, 4, 6, 8 x T 0, 0.7, 1, 4 prompts of 64 tokens + 128 generated;
+// quick: gamma 1, 2, 4, 8 x T 0, 1, 2 prompts of 32 + 48), and the target alone
+// (session_generate: "plain") continues them beside every setting. Prompts: BOS and the
+// validation text from a line start at n evenly spaced points
 // (the corpus must be the models' training text: default $CORPUS, else the KJV), each prompt
 // of the same length and continued for the same number of tokens (end tokens do not stop it);
 // prompt b samples with seed S + b in every run. At T = 0 every speculative output must equal
@@ -22,7 +24,7 @@
 // p90, and the counts and time shares are those of the median run (counts are equal in every run).
 // The cost model's c and v(k) come from single forwards timed after prompt 0 (bench_run).
 //
-// Writes under --out (every row starts with its backend, cpu; a row's keys come first):
+// Writes under --out (a row's keys first; every table but the findings starts with the backend, cpu):
 //   speculative_runs.csv       temperature, draft, gamma -> counts, acceptance, measured and
 //                              predicted speed-up, times. Definitions:
 //     acceptance_rate     alpha = accepted / drafted: drafts accepted over drafts proposed
@@ -85,7 +87,7 @@ static const int FULL_GAMMAS[] = {1, 2, 3, 4, 6, 8};
 static const double FULL_TEMPERATURES[] = {0, 0.7, 1.0};
 static const int QUICK_GAMMAS[] = {1, 2, 4, 8};
 static const double QUICK_TEMPERATURES[] = {0, 1.0};
-static const Sizes FULL = {8, 64, 128, FULL_GAMMAS, COUNT(FULL_GAMMAS), FULL_TEMPERATURES, COUNT(FULL_TEMPERATURES),
+static const Sizes FULL = {4, 64, 128, FULL_GAMMAS, COUNT(FULL_GAMMAS), FULL_TEMPERATURES, COUNT(FULL_TEMPERATURES),
                            1, 3, 200};
 static const Sizes QUICK = {2, 32, 48, QUICK_GAMMAS, COUNT(QUICK_GAMMAS), QUICK_TEMPERATURES,
                             COUNT(QUICK_TEMPERATURES), 1, 3, 30};
