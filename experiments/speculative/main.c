@@ -240,51 +240,61 @@ static void reset_session(Session *s, const int *tokens, int n) {
     if (session_prefill(s, tokens, n, NULL, &err)) die("speculative: %s", err.msg);
 }
 
-// One timed forward after the prompt, rolled back after: `rows` tokens in one pass (a decode
-// step for 1 row without all_logits; a verification with every row's logits), or a lookup.
+// One forward after the prompt, rolled back after: `rows` tokens in one pass (a decode step
+// for 1 row without all_logits; a verification with every row's logits), or a lookup search.
 typedef struct {
     Session *session; // NULL: a lookup search over tokens[0..n)
-    int *tokens, n, rows;
+    const int *tokens;
+    int n, rows;
     float *all_logits;
 } Forward;
 
-static void forward_once(void *ctx) {
-    Forward *f = ctx;
+static void forward_once(const Forward *f, int *scratch) {
     Error err;
     if (!f->session) {
         SpecParams sp = spec_params_default();
-        lookup_draft(f->tokens, f->n, 1, sp.ngram_min, sp.ngram_max);
+        memcpy(scratch, f->tokens, (size_t)f->n * sizeof(int)); // lookup_draft appends its proposal
+        lookup_draft(scratch, f->n, 1, sp.ngram_min, sp.ngram_max);
         return;
     }
     if (session_prefill(f->session, f->tokens + f->n, f->rows, f->all_logits, &err)) die("speculative: %s", err.msg);
     session_truncate(f->session, f->n);
 }
 
-static BenchStats time_forward(Lab *lab, Session *s, int rows, float *all_logits) {
-    int P = lab->sz->prompt_len;
-    // the prompt, then rows tokens more (prompt 0's own, any real tokens do); lookup: room for 1
-    int *tokens = mallocCheck((size_t)(P + rows + 1) * sizeof(int));
-    memcpy(tokens, lab->prompts, (size_t)P * sizeof(int));
-    for (int i = 0; i < rows; i++) tokens[P + i] = lab->prompts[1 + i % (P - 1)];
-    if (s) reset_session(s, tokens, P);
-    Forward f = {s, tokens, P, rows, all_logits};
-    BenchStats b = bench_run(forward_once, &f, 3, lab->sz->step_reps);
-    free(tokens);
-    return b;
-}
-
+// Time every forward of the cost model: the target's decode step, each draft's step, and the
+// target's verification of 1..max_gamma + 1 rows, after prompt 0. They are timed round-robin,
+// one call of each per round after 3 untimed rounds, so that a burst of load on the machine
+// falls on all of them alike rather than on whichever was being timed.
 static void measure_costs(Lab *lab) {
-    int V = lab->model.config.vocab_size, K = lab->max_gamma + 1;
+    int P = lab->sz->prompt_len, V = lab->model.config.vocab_size, K = lab->max_gamma + 1, reps = lab->sz->step_reps;
+    int n = 1 + lab->n_drafts + K;
     progress("speculative: timing single forwards of the target and each draft");
-    lab->target_step = time_forward(lab, &lab->session, 1, NULL);
+    // the prompt, then K tokens more (prompt 0's own: any real tokens do); room for a lookup's
+    int *tokens = mallocCheck((size_t)(P + K) * sizeof(int)), *scratch = mallocCheck((size_t)(P + 1) * sizeof(int));
+    memcpy(tokens, lab->prompts, (size_t)P * sizeof(int));
+    for (int i = 0; i < K; i++) tokens[P + i] = lab->prompts[1 + i % (P - 1)];
+    float *logits = mallocCheck((size_t)K * V * sizeof(float));
+    Forward *f = mallocCheck((size_t)n * sizeof(Forward));
+    f[0] = (Forward){&lab->session, tokens, P, 1, NULL};
+    reset_session(&lab->session, tokens, P);
     for (int i = 0; i < lab->n_drafts; i++) {
         Draft *d = &lab->drafts[i];
-        d->step = time_forward(lab, is_lookup(d) ? NULL : &d->session, 1, NULL);
+        f[1 + i] = (Forward){is_lookup(d) ? NULL : &d->session, tokens, P, 1, NULL};
+        if (!is_lookup(d)) reset_session(&d->session, tokens, P);
     }
-    float *logits = mallocCheck((size_t)K * V * sizeof(float));
+    for (int k = 1; k <= K; k++) f[lab->n_drafts + k] = (Forward){&lab->session, tokens, P, k, logits};
+    double *ms = mallocCheck((size_t)n * reps * sizeof(double)); // (n, reps)
+    for (int rep = -3; rep < reps; rep++)
+        for (int i = 0; i < n; i++) {
+            double t0 = now_seconds();
+            forward_once(&f[i], scratch);
+            if (rep >= 0) ms[(size_t)i * reps + rep] = 1e3 * (now_seconds() - t0);
+        }
+    lab->target_step = bench_stats(ms, reps);
+    for (int i = 0; i < lab->n_drafts; i++) lab->drafts[i].step = bench_stats(ms + (size_t)(1 + i) * reps, reps);
     lab->verify = mallocCheck((size_t)K * sizeof(BenchStats));
-    for (int k = 1; k <= K; k++) lab->verify[k - 1] = time_forward(lab, &lab->session, k, logits);
-    free(logits);
+    for (int k = 1; k <= K; k++) lab->verify[k - 1] = bench_stats(ms + (size_t)(lab->n_drafts + k) * reps, reps);
+    free(ms), free(f), free(logits), free(scratch), free(tokens);
 }
 
 static double cost_c(const Lab *lab, const Draft *d) { return d->step.median_ms / lab->target_step.median_ms; }
