@@ -95,7 +95,7 @@ $(BUILD)/experiments/lab/hw.o: CFLAGS += -DINFERLAB_CFLAGS='"$(HW_CFLAGS)"'
 # only it uses) built into bin/<name>, a step of `make report` and of the end-to-end test; the
 # CUDA ones also run with --backend cuda where there is a GPU. TOOLS have the same layout and
 # are not report steps. A program of one file, experiments/<name>.c, builds as bin/<name> too.
-EXPERIMENTS      := sampling kv_cache attention_kernels hardware_budget
+EXPERIMENTS      := sampling speculative kv_cache attention_kernels hardware_budget
 CUDA_EXPERIMENTS := kv_cache attention_kernels hardware_budget
 TOOLS            := generate hwinfo
 LAB_SRC    := $(wildcard experiments/lab/*.c)
@@ -208,6 +208,10 @@ test: $(TESTS) $(PROGRAMS)
 # program, its inputs and the profile, so only stale steps run.
 MODELS_DIR := out/models/$(PROFILE)
 TARGET     := $(MODELS_DIR)/target.gguf
+# the zoo's drafts for speculative decoding, small to large (bin/train --list)
+DRAFTS     := $(patsubst %,$(MODELS_DIR)/%.gguf,draft-xs draft-s draft-m)
+empty      :=
+comma      := ,
 RUN        = $(BIN)/$(1) --profile $(PROFILE) --out $(OUT)
 
 # Per experiment: the CSV that is its CPU step's target (one it writes last), its arguments
@@ -217,6 +221,9 @@ RUN        = $(BIN)/$(1) --profile $(PROFILE) --out $(OUT)
 sampling_CSV               = sampling_temperature.csv
 sampling_ARGS              = --model $(TARGET)
 sampling_INPUTS            = $(TARGET)
+speculative_CSV            = speculative_runs.csv
+speculative_ARGS           = --model $(TARGET) --drafts $(subst $(empty) $(empty),$(comma),$(DRAFTS))
+speculative_INPUTS         = $(TARGET) $(DRAFTS)
 kv_cache_CSV               = kv_cache_runs.csv
 kv_cache_ARGS              = --model $(TARGET)
 kv_cache_INPUTS            = $(TARGET)

@@ -4,7 +4,8 @@
 // where the report ran on a GPU), and without a GPU every --backend cuda run (of the
 // Makefile's CUDA_EXPERIMENTS) must end "not run" (exit 2) and write nothing; a second run
 // of the experiments (`make experiments`, the report's steps without the PDF) with the same
-// seeds must reproduce every non-timing column exactly.
+// seeds must reproduce every non-timing column exactly; speculative decoding at T = 0 must
+// give plain greedy decoding's tokens, in the sweep and in bin/generate.
 // Run from the repository root: make test (it sets INFERLAB_ROOT, INFERLAB_BIN and
 // INFERLAB_CUDA_EXPERIMENTS); takes a minute or two.
 #include <setjmp.h>
@@ -131,6 +132,20 @@ static const struct {
     {"sampling_penalty.csv", "decoding,temperature,repetition_penalty,prompts,gen_tokens,gen_words,distinct_1,"
                              "distinct_2,repeat_4gram_rate,drift_word_frac,gen_nll_nats", 22},
     {"sampling_samples.csv", "setting,temperature,top_k,top_p,repetition_penalty,seed,tokens,prompt,text", 7},
+    // 2 temperatures x 4 drafts (3 models, lookup) x gamma 1, 2, 4, 8; positions 1..gamma each
+    {"speculative_runs.csv", "backend,temperature,draft,gamma,draft_params,prompts,gen_tokens,steps,drafted,accepted,"
+                             "acceptance_rate,mean_accepted_len,drafts_per_step,target_calls,draft_calls,"
+                             "predicted_accepted_len,matches_plain,divergence_margin,reps,spec_ms_median,spec_ms_p10,"
+                             "spec_ms_p90,plain_ms_median,plain_ms_p10,plain_ms_p90,spec_tok_s,plain_tok_s,speedup,"
+                             "draft_time_share,target_time_share,cost_c,verify_v,predicted_speedup,"
+                             "predicted_speedup_v1,predicted_error", 32},
+    {"speculative_positions.csv", "backend,temperature,draft,gamma,position,drafted,accepted,acceptance_rate,iid_rate",
+     2 * 4 * 15},
+    {"speculative_alpha.csv", "backend,temperature,draft,draft_params,drafted,accepted,acceptance_rate", 8},
+    {"speculative_cost.csv", "backend,model,params,step_ms_median,step_ms_p10,step_ms_p90,reps,cost_c", 5},
+    {"speculative_verify.csv", "backend,rows,time_ms_median,time_ms_p10,time_ms_p90,reps,verify_v", 9},
+    // per temperature: the best, each draft's best, the two questions; then the best of all
+    {"speculative_findings.csv", "finding,temperature,draft,gamma,value,verdict", 2 * 7 + 1},
     {"attention_kernels.csv", "backend,seq_len,causal,impl,batch,heads,head_dim,threads,reps,time_ms_median,"
                               "time_ms_p10,time_ms_p90,gflop_s,work_bytes,io_bytes,max_abs_err,dtype,peak_bytes,"
                               "max_rel_err,rows_checked", 8},
@@ -243,7 +258,7 @@ static void test_pdf_text(void **state) {
     char pdf[1300];
     snprintf(pdf, sizeof pdf, "%s/report.pdf", out_dir);
     char *text = pdf_text(pdf);
-    const char *must[] = {"inferlab lab report", "Sampling", "KV cache", "Attention kernels", "Hardware budget",
+    const char *must[] = {"inferlab lab report", "Sampling", "Speculative decoding", "KV cache", "Attention kernels", "Hardware budget",
                           "Figure 1", "Table 1", "quick profile"};
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         if (!strstr(text, must[i])) fail_msg("report text lacks '%s'", must[i]);
@@ -255,7 +270,47 @@ static void test_pdf_text(void **state) {
         if (atof(t.cells[r][temp]) == 1.0) snprintf(want, sizeof want, "%.3g at T = 1", atof(t.cells[r][ent]));
     free_csv(&t);
     if (!strstr(text, want)) fail_msg("report text lacks '%s'", want);
+    // the speculative section counts the greedy settings that matched plain decoding
+    Csv runs = read_csv(out_dir, "speculative_runs.csv");
+    int t_col = column(&runs, "temperature"), m_col = column(&runs, "matches_plain"), greedy = 0, matched = 0;
+    for (int r = 1; r < runs.n_rows; r++)
+        if (atof(runs.cells[r][t_col]) == 0) greedy++, matched += atof(runs.cells[r][m_col]) == 1;
+    free_csv(&runs);
+    for (char *c = text; *c; c++) *c = *c == '\n' ? ' ' : *c; // a sentence may wrap
+    char sentence[96];
+    snprintf(sentence, sizeof sentence, "%d of the %d speculative settings", matched, greedy);
+    if (!strstr(text, sentence)) fail_msg("report text lacks '%s'", sentence);
     free(text);
+}
+
+// Speculative decoding at T = 0 is plain greedy decoding: every greedy row of the sweep says
+// so, and bin/generate prints the same text with a draft model, the lookup draft and neither.
+static void test_speculative_greedy_is_plain(void **state) {
+    (void)state;
+    Csv runs = read_csv(out_dir, "speculative_runs.csv");
+    int t_col = column(&runs, "temperature"), m_col = column(&runs, "matches_plain"), d_col = column(&runs, "draft");
+    int g_col = column(&runs, "gamma");
+    for (int r = 1; r < runs.n_rows; r++)
+        if (atof(runs.cells[r][t_col]) == 0 && strcmp(runs.cells[r][m_col], "1") != 0)
+            fail_msg("speculative_runs.csv: %s at gamma %s, T = 0: matches_plain %s", runs.cells[r][d_col],
+                     runs.cells[r][g_col], runs.cells[r][m_col]);
+    free_csv(&runs);
+    const char *drafts[] = {"", "--draft out/models/quick/draft-m.gguf --gamma 3", "--draft out/models/quick/draft-xs.gguf",
+                            "--lookup --gamma 8"};
+    char cmd[2048], path[320], first[8192] = "", got[8192];
+    for (size_t i = 0; i < sizeof drafts / sizeof drafts[0]; i++) {
+        snprintf(path, sizeof path, "%s/generate.out", tmp_dir);
+        snprintf(cmd, sizeof cmd, "cd %s && %s/generate --model out/models/quick/target.gguf --prompt 'And God said' "
+                 "-n 48 --temperature 0 %s > %s 2> %s.err", root, bin, drafts[i], path, path);
+        run(cmd);
+        FILE *f = fopen(path, "r");
+        if (!f) fail_msg("%s is missing", path);
+        size_t n = fread(got, 1, sizeof got - 1, f);
+        got[n] = '\0';
+        fclose(f);
+        if (i == 0) memcpy(first, got, n + 1);
+        else if (strcmp(first, got) != 0) fail_msg("bin/generate %s printed\n%s\nwithout a draft\n%s", drafts[i], got, first);
+    }
 }
 
 // Columns that do not depend on timing, per CSV: they must be identical run to run.
@@ -271,6 +326,14 @@ static const struct {
     {"sampling_filters.csv", "*"},
     {"sampling_penalty.csv", "*"},
     {"sampling_samples.csv", "*"},
+    {"speculative_runs.csv", "backend,temperature,draft,gamma,draft_params,prompts,gen_tokens,steps,drafted,accepted,"
+                             "acceptance_rate,mean_accepted_len,drafts_per_step,target_calls,draft_calls,"
+                             "predicted_accepted_len,matches_plain,divergence_margin,reps"},
+    {"speculative_positions.csv", "*"},
+    {"speculative_alpha.csv", "*"},
+    {"speculative_cost.csv", "backend,model,params,reps"},
+    {"speculative_verify.csv", "backend,rows,reps"},
+    {"speculative_findings.csv", "finding"}, // the best settings depend on timings
     {"attention_kernels.csv",
      "backend,seq_len,causal,impl,batch,heads,head_dim,threads,work_bytes,io_bytes,max_abs_err,dtype,peak_bytes,"
      "max_rel_err,rows_checked"},
@@ -305,11 +368,36 @@ static void test_non_timing_columns_reproduce(void **state) {
         compare_columns(DETERMINISTIC[i].file, DETERMINISTIC[i].columns);
 }
 
+// Bad --drafts lists end with a message and exit status 1 before anything is written; a
+// draft and the lookup together are a usage error of bin/generate (exit 2).
+static void test_speculative_bad_input(void **state) {
+    (void)state;
+    const char *lists[] = {"out/models/quick/no-such-draft.gguf", "out/models/quick/draft-s.gguf,out/models/quick/draft-s.gguf",
+                           "out/models/quick/draft-s.gguf,,out/models/quick/draft-m.gguf"};
+    char cmd[2048], dir[300];
+    snprintf(dir, sizeof dir, "%s/bad", tmp_dir);
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        snprintf(cmd, sizeof cmd, "cd %s && %s/speculative --quick --model out/models/quick/target.gguf --drafts %s "
+                 "--out %s 2> %s/bad.stderr", root, bin, lists[i], dir, tmp_dir);
+        int status = system(cmd);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 1)
+            fail_msg("speculative --drafts %s: exit status %d, want 1", lists[i], WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        if (exists(dir, ".")) fail_msg("speculative --drafts %s created %s", lists[i], dir);
+    }
+    snprintf(cmd, sizeof cmd, "cd %s && %s/generate --model out/models/quick/target.gguf --draft "
+             "out/models/quick/draft-s.gguf --lookup -n 4 > /dev/null 2>&1", root, bin);
+    int status = system(cmd);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 2) fail_msg("generate --draft F --lookup: exit status %d, want 2",
+                                                                  WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_csv_headers_and_rows),
         cmocka_unit_test(test_pdf_text),
         cmocka_unit_test(test_backend_column),
+        cmocka_unit_test(test_speculative_greedy_is_plain),
+        cmocka_unit_test(test_speculative_bad_input),
         cmocka_unit_test(test_non_timing_columns_reproduce),
     };
     return cmocka_run_group_tests_name("e2e", tests, setup, teardown);

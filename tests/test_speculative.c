@@ -13,6 +13,8 @@
 //     the last draft's row), so it has the power to catch them;
 //   - rollback: after every step, both caches' first len positions are bit for bit those of
 //     a cache built by prefilling the accepted tokens alone;
+//   - bookkeeping: acceptance rate and mean accepted length from the counts, totals that add,
+//     the top-2 logit margin;
 //   - bad input (gamma outside [1, 15], a draft of another vocabulary, too few verification
 //     rows, a context that does not fit, sessions that do not hold the context) is an error.
 // Run: make build/tests/test_speculative && ./build/tests/test_speculative
@@ -20,6 +22,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <math.h>
 #include <string.h>
 
 #include "chi_square.h"
@@ -176,6 +179,44 @@ static void test_greedy_equals_plain_decoding(void **state) {
     check_greedy(&target, NULL, 8, greedy, LONG_PROMPT);
     model_free(&target);
     model_free(&stranger);
+    model_free(&close);
+}
+
+// The bookkeeping over SpecStats: alpha = accepted / drafted, mean accepted length =
+// generated / steps = 1 + accepted / steps, per-position counts that sum to the totals, and
+// totals over two generations that add up; NAN before anything is drafted or stepped.
+static void test_acceptance_bookkeeping(void **state) {
+    (void)state;
+    Config c = small_config(4, 2, 0, 0);
+    Model target, close;
+    random_model(&target, &c, 31, 0.3f);
+    perturbed_model(&close, &target, 33, 0.03f);
+    SamplerParams greedy = sampler_params_default();
+    greedy.temperature = 0.0f;
+    SpecStats a = check_greedy(&target, &close, 4, greedy, PROMPT), b = check_greedy(&target, NULL, 2, greedy, PROMPT);
+    assert_true(a.accepted > 0 && a.accepted < a.drafted);
+    assert_float_equal(speculative_acceptance_rate(&a), (double)a.accepted / a.drafted, 1e-15);
+    assert_float_equal(speculative_mean_accepted_len(&a), (double)NEW / a.steps, 1e-15);
+    assert_float_equal(speculative_mean_accepted_len(&a), 1.0 + (double)a.accepted / a.steps, 1e-12);
+    long drafted = 0, accepted = 0;
+    for (int i = 0; i < SPEC_MAX_GAMMA; i++) drafted += a.drafted_at[i], accepted += a.accepted_at[i];
+    assert_int_equal(drafted, a.drafted);
+    assert_int_equal(accepted, a.accepted);
+    SpecStats sum = {0};
+    speculative_stats_add(&sum, &a);
+    speculative_stats_add(&sum, &b);
+    assert_int_equal(sum.steps, a.steps + b.steps);
+    assert_int_equal(sum.generated, 2 * NEW);
+    assert_int_equal(sum.drafted_at[1], a.drafted_at[1] + b.drafted_at[1]);
+    assert_int_equal(sum.target_calls, a.target_calls + b.target_calls);
+    assert_float_equal(sum.draft_s, a.draft_s + b.draft_s, 1e-12);
+    assert_float_equal(speculative_acceptance_rate(&sum), (double)(a.accepted + b.accepted) / (a.drafted + b.drafted),
+                       1e-15);
+    float logits[] = {0.5f, 2.0f, -1.0f, 1.25f};
+    assert_float_equal(speculative_top2_margin(logits, 4), 0.75, 0.0);
+    SpecStats none = {0};
+    assert_true(isnan(speculative_acceptance_rate(&none)) && isnan(speculative_mean_accepted_len(&none)));
+    model_free(&target);
     model_free(&close);
 }
 
@@ -500,6 +541,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_equals_plain_decoding),
         cmocka_unit_test(test_callback_stops_generation),
+        cmocka_unit_test(test_acceptance_bookkeeping),
         cmocka_unit_test(test_sampling_matches_target_distribution),
         cmocka_unit_test(test_rollback_leaves_prefill_caches),
         cmocka_unit_test(test_bad_input_is_an_error),

@@ -1,6 +1,7 @@
 // speculative.c: speculative decoding over a target session and a draft (see speculative.h).
 #include "speculative.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,38 @@ void speculative_free(Speculative *sd) {
     free(sd->q);
     free(sd->residual);
     memset(sd, 0, sizeof *sd);
+}
+
+double speculative_acceptance_rate(const SpecStats *st) {
+    return st->drafted > 0 ? (double)st->accepted / (double)st->drafted : NAN;
+}
+
+double speculative_mean_accepted_len(const SpecStats *st) {
+    return st->steps > 0 ? (double)st->generated / (double)st->steps : NAN;
+}
+
+void speculative_stats_add(SpecStats *a, const SpecStats *b) {
+    a->steps += b->steps;
+    a->generated += b->generated;
+    a->drafted += b->drafted;
+    a->accepted += b->accepted;
+    for (int i = 0; i < SPEC_MAX_GAMMA; i++) {
+        a->drafted_at[i] += b->drafted_at[i];
+        a->accepted_at[i] += b->accepted_at[i];
+    }
+    a->target_calls += b->target_calls;
+    a->draft_calls += b->draft_calls;
+    a->draft_s += b->draft_s;
+    a->target_s += b->target_s;
+}
+
+double speculative_top2_margin(const float *logits, int V) {
+    float first = -INFINITY, second = -INFINITY;
+    for (int i = 0; i < V; i++) {
+        if (logits[i] > first) second = first, first = logits[i];
+        else if (logits[i] > second) second = logits[i];
+    }
+    return (double)first - (double)second;
 }
 
 // --- the acceptance rule ----------------------------------------------------------------------

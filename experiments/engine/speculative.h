@@ -71,6 +71,19 @@ typedef struct {
     double draft_s, target_s;         // wall time, as in SpecStep
 } SpecStats;
 
+// The acceptance rate alpha = accepted / drafted, over the drafted tokens (a lookup step that
+// found no match drafts none); NAN when nothing was drafted.
+double speculative_acceptance_rate(const SpecStats *st);
+// The mean accepted length per target call (vLLM's "mean acceptance length"): tokens added
+// per step = generated / steps = 1 + accepted / steps, each step being one verification by
+// the target and adding its accepted drafts and one token of the target's; NAN before a step.
+double speculative_mean_accepted_len(const SpecStats *st);
+// Add b's counts and times to a (totals over several generations).
+void speculative_stats_add(SpecStats *a, const SpecStats *b);
+// The gap between the largest and the second largest of V logits: how near a greedy choice
+// was to a tie, reported where speculative and plain greedy output part (issue 13).
+double speculative_top2_margin(const float *logits, int V);
+
 // The acceptance rule of one step, on distributions already processed by the sampler.
 // p: (g + 1, V), row i = p_{i+1}, the target's distribution after i drafts; q: (g, V),
 // row i = the distribution drafts[i] was drawn from. Accepts drafts[i] with probability

@@ -3,9 +3,21 @@
 //   bin/generate --model out/models/target.gguf --prompt "In the beginning" -n 128 --temperature 0.8
 //   bin/generate --model stories15M.bin --tokenizer tokenizer.bin --prompt "Once upon a time" -n 256
 //
+//   bin/generate --model out/models/full/target.gguf --draft out/models/full/draft-s.gguf --gamma 4 --temperature 0
+//   bin/generate --model out/models/full/target.gguf --lookup --prompt "And God said"
+//
 // GGUF checkpoints carry their tokenizer; llama2.c checkpoints (.bin) need --tokenizer.
 // The prompt is prefilled in one pass, then each new token is one decode step against
 // the KV cache. Prompt and decode tokens/s go to stderr at the end.
+//
+// --draft FILE (a checkpoint sharing the target's vocabulary) or --lookup (the model-free
+// prompt-lookup draft) generates by speculative decoding (speculative.h), gamma drafts per
+// target call, as llama.cpp's `speculative` and `lookup` examples do. At the end, stderr gets
+// the drafted and accepted counts, the acceptance rate, the mean accepted length per target
+// call and the draft / target times; then the same number of tokens is generated again by
+// plain decoding (untimed prompt, same seed), for the speed-up. At T = 0 the two must be the
+// same tokens: if they are not, the first difference and the target's top-2 logit margin
+// there are reported and the exit status is 1.
 #include <float.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -17,10 +29,12 @@
 #include "checkpoint.h"
 #include "lab.h"
 #include "session.h"
+#include "speculative.h"
 #include "tokenizer.h"
 
-static const char *model_path, *tokenizer_path, *prompt = "";
-static long n_tokens, top_k;
+static const char *model_path, *tokenizer_path, *prompt = "", *draft_path;
+static long n_tokens, top_k, gamma_arg;
+static int lookup;
 static double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
 static uint64_t seed;
 static int ignore_eos;
@@ -49,6 +63,12 @@ static const LabOption OPTIONS[] = {
     {.name = "seed", .kind = LAB_U64, .value = &seed, .arg = "S", .help = "sampler seed", .def = "42"},
     {.name = "ignore-eos", .kind = LAB_FLAG, .value = &ignore_eos,
      .help = "keep generating past the end-of-sequence token"},
+    {.name = "draft", .kind = LAB_TEXT, .value = &draft_path, .arg = "FILE",
+     .help = "speculative decoding with this draft checkpoint (the target's vocabulary)"},
+    {.name = "lookup", .kind = LAB_FLAG, .value = &lookup,
+     .help = "speculative decoding with the model-free prompt-lookup draft"},
+    {.name = "gamma", .kind = LAB_INT, .value = &gamma_arg, .arg = "N",
+     .help = "tokens drafted per target call with --draft or --lookup", .def = "4", .min = 1, .max = SPEC_MAX_GAMMA},
     {0},
 };
 
@@ -91,23 +111,111 @@ static int print_token(void *ctx, int next) {
     return 0;
 }
 
-// Prefill tokens (n_prompt), then sample and decode up to n_tokens more, streaming each to
-// stdout; returns how many were generated. t_prefill: when the prefill ended (now_seconds).
-static int generate(Model *model, const Tokenizer *tok, Sampler *sampler, int *tokens, int n_prompt,
-                    int capacity, double *t_prefill) {
-    Engine engine;
-    Session session;
+// The target, and for speculative decoding the draft (NULL: the lookup draft, or none), each
+// on an engine that takes the prompt in one pass and gamma + 1 verification rows.
+typedef struct {
+    Model *model, *draft;
+    int speculative;
+    int n_prompt, capacity;
+    Engine engine, draft_engine;
+    Session session, draft_session;
+} Run;
+
+static void run_open(Run *g) {
+    int rows = g->n_prompt < 512 ? g->n_prompt : 512;
+    if (g->speculative && rows < gamma_arg + 1) rows = (int)gamma_arg + 1;
+    engine_open(&g->engine, g->model, ops_cpu(), DTYPE_F32, rows, g->capacity);
+    session_open(&g->session, &g->engine, g->capacity);
+    if (!g->draft) return;
+    engine_open(&g->draft_engine, g->draft, ops_cpu(), DTYPE_F32, rows, g->capacity);
+    session_open(&g->draft_session, &g->draft_engine, g->capacity);
+}
+
+static void run_close(Run *g) {
+    session_close(&g->session);
+    engine_close(&g->engine);
+    if (!g->draft) return;
+    session_close(&g->draft_session);
+    engine_close(&g->draft_engine);
+}
+
+// Prefill tokens (n_prompt) into the target (and the draft), then sample up to n_tokens more,
+// streaming each to stdout; returns how many were generated. t_prefill: when the prefill
+// ended (now_seconds); stats: speculative decoding's numbers.
+static int generate(Run *g, const Tokenizer *tok, Sampler *sampler, int *tokens, double *t_prefill, SpecStats *stats) {
     Error err;
-    engine_open(&engine, model, ops_cpu(), DTYPE_F32, n_prompt < 512 ? n_prompt : 512, capacity);
-    session_open(&session, &engine, capacity);
-    if (session_prefill(&session, tokens, n_prompt, NULL, &err)) die("%s", err.msg);
+    if (session_prefill(&g->session, tokens, g->n_prompt, NULL, &err)) die("%s", err.msg);
+    if (g->draft && session_prefill(&g->draft_session, tokens, g->n_prompt, NULL, &err)) die("%s", err.msg);
     *t_prefill = now_seconds();
-    Printer printer = {tok, tokens, n_prompt};
-    int generated = session_generate(&session, sampler, tokens, n_prompt, (int)n_tokens, print_token, &printer, &err);
+    Printer printer = {tok, tokens, g->n_prompt};
+    int generated;
+    if (g->speculative) {
+        Speculative sd;
+        SpecParams sp = spec_params_default();
+        sp.gamma = (int)gamma_arg;
+        if (speculative_init(&sd, &g->session, g->draft ? &g->draft_session : NULL, sampler, &sp, &err))
+            die("%s", err.msg);
+        generated = speculative_generate(&sd, tokens, g->n_prompt, (int)n_tokens, print_token, &printer, &err);
+        *stats = sd.stats;
+        speculative_free(&sd);
+    } else {
+        generated = session_generate(&g->session, sampler, tokens, g->n_prompt, (int)n_tokens, print_token, &printer,
+                                     &err);
+    }
     if (generated < 0) die("sampling at position %d: %s", printer.n, err.msg);
-    session_close(&session);
-    engine_close(&engine);
     return generated;
+}
+
+// The same number of tokens by plain decoding, from a fresh prefill of the prompt and a fresh
+// sampler of the same seed, into plain (n_prompt + n): returns the seconds its decoding took.
+static double plain_baseline(Run *g, const SamplerParams *params, int *plain, int n) {
+    Sampler sampler;
+    Error err;
+    if (sampler_init(&sampler, g->model->config.vocab_size, params, &err)) die("%s", err.msg);
+    session_truncate(&g->session, 0);
+    if (session_prefill(&g->session, plain, g->n_prompt, NULL, &err)) die("%s", err.msg);
+    double t0 = now_seconds();
+    if (session_generate(&g->session, &sampler, plain, g->n_prompt, n, NULL, NULL, &err) != n) die("%s", err.msg);
+    double seconds = now_seconds() - t0;
+    sampler_free(&sampler);
+    return seconds;
+}
+
+// llama.cpp's `speculative` summary, the plain baseline's speed-up, and at T = 0 the check
+// that speculative output is plain greedy output. Returns the exit status.
+static int report_speculative(Run *g, const SamplerParams *params, const int *tokens, int generated,
+                              const SpecStats *st, double spec_s) {
+    int V = g->model->config.vocab_size;
+    fprintf(stderr, "speculative: %s, gamma %ld: n_drafted = %ld, n_accept = %ld, accept = %.3f%%, "
+            "mean accepted length = %.3f tokens per target call (%ld steps)\n",
+            g->draft ? draft_path : "prompt lookup", gamma_arg, st->drafted, st->accepted,
+            100.0 * speculative_acceptance_rate(st), speculative_mean_accepted_len(st), st->steps);
+    fprintf(stderr, "speculative: draft %.3f s (%ld forwards), target %.3f s (%ld forwards)\n", st->draft_s,
+            st->draft_calls, st->target_s, st->target_calls);
+    int *plain = mallocCheck((size_t)(g->n_prompt + (generated > 0 ? generated : 1)) * sizeof(int));
+    memcpy(plain, tokens, (size_t)g->n_prompt * sizeof(int));
+    double plain_s = generated > 0 ? plain_baseline(g, params, plain, generated) : 0.0;
+    fprintf(stderr, "speculative: %d tokens in %.3f s, %.1f tok/s; plain decoding of as many: %.3f s, %.1f tok/s; "
+            "speed-up %.2fx\n", generated, spec_s, generated / spec_s, plain_s, generated / plain_s, plain_s / spec_s);
+    int status = 0;
+    for (int i = 0; params->temperature == 0 && i < generated; i++) {
+        int at = g->n_prompt + i;
+        if (plain[at] == tokens[at]) continue;
+        Error err;
+        session_truncate(&g->session, 0); // plain decoding's logits before token i
+        if (session_prefill(&g->session, plain, g->n_prompt, NULL, &err)) die("%s", err.msg);
+        for (int j = g->n_prompt; j < at; j++)
+            if (session_decode(&g->session, plain[j], &err)) die("%s", err.msg);
+        fprintf(stderr, "speculative: ERROR: at T = 0, generated token %d is %d, plain greedy decoding's %d (the "
+                "target's top-2 logit margin there: %.3g)\n", i, tokens[at], plain[at],
+                speculative_top2_margin(g->session.logits, V));
+        status = 1;
+        break;
+    }
+    if (params->temperature == 0 && status == 0)
+        fprintf(stderr, "speculative: the same %d tokens as plain greedy decoding\n", generated);
+    free(plain);
+    return status;
 }
 
 static int run(LabRun *r) {
@@ -115,13 +223,20 @@ static int run(LabRun *r) {
     SamplerParams params = sampler_params();
     Error err;
     if (sampler_params_validate(&params, &err) != 0) cli_usage_error("generate", err.msg);
-    Model model;
+    if (draft_path && lookup) cli_usage_error("generate", "--draft and --lookup are two drafts: give one");
+    Model model, draft;
     Tokenizer tok;
     if (checkpoint_load(model_path, tokenizer_path, &model, &tok, &err) != 0) die("%s", err.msg);
     const Config *c = &model.config;
+    if (draft_path) {
+        if (checkpoint_load(draft_path, NULL, &draft, NULL, &err) != 0) die("%s", err.msg);
+        if (draft.config.vocab_size != c->vocab_size)
+            die("draft %s has a vocabulary of %d tokens, the model %s one of %d", draft_path,
+                draft.config.vocab_size, model_path, c->vocab_size);
+    }
 
     size_t prompt_len = strlen(prompt);
-    int *tokens = mallocCheck((tokenizer_max_tokens(prompt_len) + n_tokens) * sizeof(int));
+    int *tokens = mallocCheck((tokenizer_max_tokens(prompt_len) + n_tokens + SPEC_MAX_GAMMA) * sizeof(int));
     int n_prompt = (int)tokenizer_encode(&tok, (const unsigned char *)prompt, prompt_len, true, false, tokens);
     // The last token sampled is never fed back, so the cache needs one position less.
     long capacity = n_prompt + (n_tokens > 0 ? n_tokens - 1 : 0);
@@ -130,20 +245,28 @@ static int run(LabRun *r) {
     Sampler sampler;
     if (sampler_init(&sampler, c->vocab_size, &params, &err) != 0) die("%s", err.msg);
 
+    Run g = {.model = &model, .draft = draft_path ? &draft : NULL, .speculative = draft_path || lookup,
+             .n_prompt = n_prompt, .capacity = (int)capacity};
+    run_open(&g);
     // Echo the prompt as the tokenizer reads it back, then stream the continuation.
     for (int i = 1; i < n_prompt; i++) print_piece(&tok, tokens[i - 1], tokens[i]);
     double t0 = now_seconds(), t1;
-    int generated = generate(&model, &tok, &sampler, tokens, n_prompt, (int)capacity, &t1);
+    SpecStats stats;
+    int generated = generate(&g, &tok, &sampler, tokens, &t1, &stats);
     double t2 = now_seconds();
     putchar('\n');
+    fflush(stdout);
     fprintf(stderr, "prompt: %d tokens, %.1f tok/s | decode: %d tokens, %.1f tok/s\n", n_prompt,
             n_prompt / (t1 - t0), generated, generated > 1 ? (generated - 1) / (t2 - t1) : 0.0);
+    int status = g.speculative ? report_speculative(&g, &params, tokens, generated, &stats, t2 - t1) : 0;
 
+    run_close(&g);
     free(tokens);
     sampler_free(&sampler);
     tokenizer_free(&tok);
+    if (draft_path) model_free(&draft);
     model_free(&model);
-    return 0;
+    return status;
 }
 
 static const Experiment GENERATE = {
