@@ -291,7 +291,16 @@ endif
 endef
 $(foreach e,$(EXPERIMENTS),$(eval $(call EXPERIMENT_STEPS,$(e))))
 
-$(OUT)/report.pdf: $(REPORT_CSVS) $(BIN)/render $(wildcard templates/*.tmpl templates/*/*.tmpl)
+# The Models section reads bin/train's records of the models the experiments used: the zoo
+# table, passkey retrieval by depth and context, and the target's training log. Copied (via
+# a temp file, so never half-written) once every model of the report is trained.
+MODEL_LOGS := $(OUT)/zoo.csv $(OUT)/passkey.csv $(OUT)/train_log_target.csv
+$(OUT)/zoo.csv $(OUT)/passkey.csv: $(OUT)/%.csv: $(TARGET) $(DRAFTS)
+	cp $(MODELS_DIR)/$*.csv $@.tmp && mv $@.tmp $@
+$(OUT)/train_log_target.csv: $(TARGET)
+	cp $(MODELS_DIR)/target.csv $@.tmp && mv $@.tmp $@
+
+$(OUT)/report.pdf: $(REPORT_CSVS) $(MODEL_LOGS) $(BIN)/render $(wildcard templates/*.tmpl templates/*/*.tmpl)
 	$(BIN)/render --out $@ $(OUT)
 endif
 
