@@ -181,11 +181,14 @@ $(LAB_LIB) $(HELPER_LIB):
 	rm -f $@ && $(AR) rcs $@ $^
 
 # A program is experiments/<name>.c, or experiments/<name>/main.c with its helpers (linked
-# from HELPER_LIB).
-$(BIN)/%: $(BUILD)/experiments/%.o $(LIBS)
+# from HELPER_LIB). Static patterns, so an object left by a program that has since moved
+# into its directory is never linked in its place.
+FILE_PROGRAMS := $(patsubst experiments/%.c,$(BIN)/%,$(PROG_SRC))
+DIR_PROGRAMS  := $(patsubst experiments/%/main.c,$(BIN)/%,$(wildcard experiments/*/main.c))
+$(FILE_PROGRAMS): $(BIN)/%: $(BUILD)/experiments/%.o $(LIBS)
 	@mkdir -p $(BIN)
 	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(LDLIBS)
-$(BIN)/%: $(BUILD)/experiments/%/main.o $(LIBS)
+$(DIR_PROGRAMS): $(BIN)/%: $(BUILD)/experiments/%/main.o $(LIBS)
 	@mkdir -p $(BIN)
 	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(LDLIBS)
 
