@@ -134,7 +134,7 @@ static const struct {
     {"sampling_samples.csv", "setting,temperature,top_k,top_p,repetition_penalty,seed,tokens,prompt,text", 7},
     // 2 temperatures x 4 drafts (3 models, lookup) x gamma 1, 2, 4, 8; positions 1..gamma each
     {"speculative_runs.csv", "backend,temperature,draft,gamma,draft_params,prompts,gen_tokens,steps,drafted,accepted,"
-                             "acceptance_rate,mean_accepted_len,drafts_per_step,target_calls,draft_calls,"
+                             "acceptance_rate,judged_acceptance,mean_accepted_len,drafts_per_step,target_calls,draft_calls,"
                              "predicted_accepted_len,matches_plain,divergence_margin,reps,spec_ms_median,spec_ms_p10,"
                              "spec_ms_p90,plain_ms_median,plain_ms_p10,plain_ms_p90,spec_tok_s,plain_tok_s,speedup,"
                              "draft_time_share,target_time_share,cost_c,verify_v,predicted_speedup,"
@@ -327,7 +327,7 @@ static const struct {
     {"sampling_penalty.csv", "*"},
     {"sampling_samples.csv", "*"},
     {"speculative_runs.csv", "backend,temperature,draft,gamma,draft_params,prompts,gen_tokens,steps,drafted,accepted,"
-                             "acceptance_rate,mean_accepted_len,drafts_per_step,target_calls,draft_calls,"
+                             "acceptance_rate,judged_acceptance,mean_accepted_len,drafts_per_step,target_calls,draft_calls,"
                              "predicted_accepted_len,matches_plain,divergence_margin,reps"},
     {"speculative_positions.csv", "*"},
     {"speculative_alpha.csv", "*"},

@@ -182,7 +182,8 @@ static void test_greedy_equals_plain_decoding(void **state) {
     model_free(&close);
 }
 
-// The bookkeeping over SpecStats: alpha = accepted / drafted, mean accepted length =
+// The bookkeeping over SpecStats: acceptance = accepted / drafted, the judged acceptance =
+// accepted / judged (one rejection at most per step), mean accepted length =
 // generated / steps = 1 + accepted / steps, per-position counts that sum to the totals, and
 // totals over two generations that add up; NAN before anything is drafted or stepped.
 static void test_acceptance_bookkeeping(void **state) {
@@ -202,6 +203,14 @@ static void test_acceptance_bookkeeping(void **state) {
     for (int i = 0; i < SPEC_MAX_GAMMA; i++) drafted += a.drafted_at[i], accepted += a.accepted_at[i];
     assert_int_equal(drafted, a.drafted);
     assert_int_equal(accepted, a.accepted);
+    // judged: every accepted draft and at most one rejected draft per step, at least one
+    // rejection here (a.accepted < a.drafted); the drafts after a rejection are not judged
+    assert_true(a.judged > a.accepted && a.judged <= a.accepted + a.steps && a.judged < a.drafted);
+    assert_float_equal(speculative_judged_acceptance(&a), (double)a.accepted / a.judged, 1e-15);
+    assert_true(speculative_judged_acceptance(&a) > speculative_acceptance_rate(&a));
+    SpecStats same = check_greedy(&target, &target, 4, greedy, PROMPT); // a draft equal to the target
+    assert_int_equal(same.judged, same.accepted);
+    assert_int_equal(same.accepted, same.drafted);
     SpecStats sum = {0};
     speculative_stats_add(&sum, &a);
     speculative_stats_add(&sum, &b);
@@ -209,13 +218,15 @@ static void test_acceptance_bookkeeping(void **state) {
     assert_int_equal(sum.generated, 2 * NEW);
     assert_int_equal(sum.drafted_at[1], a.drafted_at[1] + b.drafted_at[1]);
     assert_int_equal(sum.target_calls, a.target_calls + b.target_calls);
+    assert_int_equal(sum.judged, a.judged + b.judged);
     assert_float_equal(sum.draft_s, a.draft_s + b.draft_s, 1e-12);
     assert_float_equal(speculative_acceptance_rate(&sum), (double)(a.accepted + b.accepted) / (a.drafted + b.drafted),
                        1e-15);
     float logits[] = {0.5f, 2.0f, -1.0f, 1.25f};
     assert_float_equal(speculative_top2_margin(logits, 4), 0.75, 0.0);
     SpecStats none = {0};
-    assert_true(isnan(speculative_acceptance_rate(&none)) && isnan(speculative_mean_accepted_len(&none)));
+    assert_true(isnan(speculative_acceptance_rate(&none)) && isnan(speculative_mean_accepted_len(&none)) &&
+                isnan(speculative_judged_acceptance(&none)));
     model_free(&target);
     model_free(&close);
 }

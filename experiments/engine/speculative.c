@@ -55,6 +55,10 @@ double speculative_acceptance_rate(const SpecStats *st) {
     return st->drafted > 0 ? (double)st->accepted / (double)st->drafted : NAN;
 }
 
+double speculative_judged_acceptance(const SpecStats *st) {
+    return st->judged > 0 ? (double)st->accepted / (double)st->judged : NAN;
+}
+
 double speculative_mean_accepted_len(const SpecStats *st) {
     return st->steps > 0 ? (double)st->generated / (double)st->steps : NAN;
 }
@@ -64,6 +68,7 @@ void speculative_stats_add(SpecStats *a, const SpecStats *b) {
     a->generated += b->generated;
     a->drafted += b->drafted;
     a->accepted += b->accepted;
+    a->judged += b->judged;
     for (int i = 0; i < SPEC_MAX_GAMMA; i++) {
         a->drafted_at[i] += b->drafted_at[i];
         a->accepted_at[i] += b->accepted_at[i];
@@ -216,6 +221,7 @@ static void add_step(SpecStats *st, const SpecStep *step) {
     st->generated += step->accepted + 1;
     st->drafted += step->drafted;
     st->accepted += step->accepted;
+    st->judged += step->accepted + (step->accepted < step->drafted);
     for (int i = 0; i < step->drafted; i++) st->drafted_at[i]++;
     for (int i = 0; i < step->accepted; i++) st->accepted_at[i]++;
     st->draft_s += step->draft_s;

@@ -65,6 +65,8 @@ typedef struct {
 typedef struct {
     long steps, generated;        // steps taken, tokens they added
     long drafted, accepted;       // acceptance rate = accepted / drafted
+    long judged;                  // drafts the target judged: the accepted ones and each step's
+                                  // first rejected one (the drafts after it are never looked at)
     long drafted_at[SPEC_MAX_GAMMA];  // [i]: steps that drafted a token at position i + 1
     long accepted_at[SPEC_MAX_GAMMA]; // [i]: steps that accepted it (per-position acceptance)
     long target_calls, draft_calls;   // forward passes of each model
@@ -78,6 +80,10 @@ double speculative_acceptance_rate(const SpecStats *st);
 // per step = generated / steps = 1 + accepted / steps, each step being one verification by
 // the target and adding its accepted drafts and one token of the target's; NAN before a step.
 double speculative_mean_accepted_len(const SpecStats *st);
+// accepted / judged: the probability that a draft the target looks at is accepted, the alpha
+// of the cost model's independent-acceptance formula (speculative_acceptance_rate counts the
+// drafts discarded after a rejection as not accepted, and so understates it); NAN before any.
+double speculative_judged_acceptance(const SpecStats *st);
 // Add b's counts and times to a (totals over several generations).
 void speculative_stats_add(SpecStats *a, const SpecStats *b);
 // The gap between the largest and the second largest of V logits: how near a greedy choice

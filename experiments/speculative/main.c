@@ -27,14 +27,19 @@
 // Writes under --out (a row's keys first; every table but the findings starts with the backend, cpu):
 //   speculative_runs.csv       temperature, draft, gamma -> counts, acceptance, measured and
 //                              predicted speed-up, times. Definitions:
-//     acceptance_rate     alpha = accepted / drafted: drafts accepted over drafts proposed
+//     acceptance_rate     accepted / drafted: drafts accepted over drafts proposed (vLLM's
+//                         "draft acceptance rate"; the drafts after a rejection count as not
+//                         accepted although the target never judged them)
+//     judged_acceptance   alpha = accepted / judged, judged = the accepted drafts plus each
+//                         step's first rejected one: the acceptance probability of a draft the
+//                         target looks at, which the independent-acceptance formula assumes
 //     mean_accepted_len   tokens added per speculative step = generated / steps
 //                         = 1 + accepted / steps (vLLM's "mean acceptance length"): each
 //                         step is one target verification over its drafts and adds the
 //                         accepted drafts plus one token of the target's own
 //     drafts_per_step     drafted / steps (gamma, less at the end of a generation and for
 //                         lookup steps that found no match)
-//     predicted_accepted_len  (1 - alpha^(gamma+1)) / (1 - alpha) at the measured alpha
+//     predicted_accepted_len  (1 - alpha^(gamma+1)) / (1 - alpha) at the measured judged alpha
 //     speedup             plain_ms_median / spec_ms_median, the same prompts and tokens count
 //     spec_tok_s, plain_tok_s  generated tokens / median time
 //     draft_time_share, target_time_share  drafting (draft catch-up and steps, q, draws,
@@ -45,7 +50,7 @@
 //     predicted_error     predicted_speedup / speedup - 1
 //   speculative_positions.csv  temperature, draft, gamma, position i -> steps that drafted
 //                              position i, steps that accepted drafts 1..i, their ratio, and
-//                              alpha^i (what independent acceptance predicts)
+//                              alpha^i at the judged alpha (what independent acceptance predicts)
 //   speculative_alpha.csv      temperature, draft -> alpha pooled over every gamma
 //   speculative_cost.csv       model -> median single-token decode time and c = its time /
 //                              the target's (lookup: one n-gram search)
@@ -487,7 +492,7 @@ enum { TABLE_RUNS, TABLE_POSITIONS, TABLE_ALPHA, TABLE_COST, TABLE_VERIFY, TABLE
 static const LabTable TABLES[] = {
     {"speculative_runs",
      "backend,temperature,draft,gamma,draft_params,prompts,gen_tokens,steps,drafted,accepted,acceptance_rate,"
-     "mean_accepted_len,drafts_per_step,target_calls,draft_calls,predicted_accepted_len,matches_plain,"
+     "judged_acceptance,mean_accepted_len,drafts_per_step,target_calls,draft_calls,predicted_accepted_len,matches_plain,"
      "divergence_margin,reps,spec_ms_median,spec_ms_p10,spec_ms_p90,plain_ms_median,plain_ms_p10,plain_ms_p90,"
      "spec_tok_s,plain_tok_s,speedup,draft_time_share,target_time_share,cost_c,verify_v,predicted_speedup,"
      "predicted_speedup_v1,predicted_error",
@@ -517,16 +522,16 @@ static void write_runs(LabRun *r, const Lab *lab, const Sweep *s) {
                 const Measured *plain = &res->plain;
                 const SpecStats *st = &res->m.stats;
                 int gamma = sz->gammas[g];
-                double T = sz->temperatures[t], alpha = speculative_acceptance_rate(st);
+                double T = sz->temperatures[t], alpha = speculative_judged_acceptance(st);
                 double spec_ms = res->m.ms.median_ms, total_s = 1e-3 * spec_ms, speedup = plain->ms.median_ms / spec_ms;
                 double c = cost_c(lab, dr), v = verify_v(lab, gamma + 1);
                 double predicted = spec_predicted_speedup(alpha, gamma, c, v);
                 double matches = T == 0 ? (double)isnan(res->divergence_margin) : NAN;
                 csv_row(&w,
-                        "cpu,%.6g,%s,%d,%.6g,%d,%d,%ld,%ld,%ld,%.6g,%.6g,%.6g,%ld,%ld,%.6g,%.6g,%.6g,%d,"
+                        "cpu,%.6g,%s,%d,%.6g,%d,%d,%ld,%ld,%ld,%.6g,%.6g,%.6g,%.6g,%ld,%ld,%.6g,%.6g,%.6g,%d,"
                         "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g",
                         T, dr->name, gamma, dr->params, sz->n_prompts, n_tokens, st->steps, st->drafted, st->accepted,
-                        alpha, speculative_mean_accepted_len(st), (double)st->drafted / st->steps, st->target_calls,
+                        speculative_acceptance_rate(st), alpha, speculative_mean_accepted_len(st), (double)st->drafted / st->steps, st->target_calls,
                         st->draft_calls, spec_expected_tokens(alpha, gamma), matches, res->divergence_margin, sz->reps,
                         spec_ms, res->m.ms.p10_ms, res->m.ms.p90_ms, plain->ms.median_ms, plain->ms.p10_ms,
                         plain->ms.p90_ms, n_tokens / total_s, n_tokens / (1e-3 * plain->ms.median_ms), speedup,
@@ -544,7 +549,7 @@ static void write_positions(LabRun *r, const Lab *lab, const Sweep *s) {
         for (int d = 0; d < lab->n_drafts; d++)
             for (int g = 0; g < sz->n_gammas; g++) {
                 const SpecStats *st = &result_at(lab, s, t, d, g)->m.stats;
-                double alpha = speculative_acceptance_rate(st);
+                double alpha = speculative_judged_acceptance(st);
                 for (int i = 0; i < sz->gammas[g]; i++) {
                     long drafted = st->drafted_at[i], accepted = st->accepted_at[i];
                     csv_row(&w, "cpu,%.6g,%s,%d,%d,%ld,%ld,%.6g,%.6g", sz->temperatures[t], lab->drafts[d].name,
