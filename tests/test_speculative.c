@@ -143,6 +143,19 @@ static SpecStats check_greedy(const Model *target, const Model *draft, int gamma
     return st;
 }
 
+// The target of the greedy tests and a draft close to it (a perturbed copy: mostly right, so
+// steps accept some drafts, then reject).
+static void target_and_close_draft(Model *target, Model *close, const Config *c) {
+    random_model(target, c, 31, 0.3f);
+    perturbed_model(close, target, 33, 0.03f);
+}
+
+static SamplerParams greedy_params(void) {
+    SamplerParams p = sampler_params_default();
+    p.temperature = 0.0f;
+    return p;
+}
+
 static const int GAMMAS[] = {1, 2, 4, 8, 15};
 enum { N_GAMMAS = sizeof GAMMAS / sizeof GAMMAS[0] };
 
@@ -150,11 +163,9 @@ static void test_greedy_equals_plain_decoding(void **state) {
     (void)state;
     Config c = small_config(4, 2, 0, 0);
     Model target, stranger, close;
-    random_model(&target, &c, 31, 0.3f);
+    target_and_close_draft(&target, &close, &c);
     random_model(&stranger, &c, 32, 0.3f); // a different random model: a draft that is mostly wrong
-    perturbed_model(&close, &target, 33, 0.03f); // mostly right: steps that accept some, then reject
-    SamplerParams greedy = sampler_params_default();
-    greedy.temperature = 0.0f;
+    SamplerParams greedy = greedy_params();
     for (int g = 0; g < N_GAMMAS; g++) {
         SpecStats self = check_greedy(&target, &target, GAMMAS[g], greedy, PROMPT);
         assert_int_equal(self.accepted, self.drafted); // the target as its own draft: all accepted
@@ -190,10 +201,8 @@ static void test_acceptance_bookkeeping(void **state) {
     (void)state;
     Config c = small_config(4, 2, 0, 0);
     Model target, close;
-    random_model(&target, &c, 31, 0.3f);
-    perturbed_model(&close, &target, 33, 0.03f);
-    SamplerParams greedy = sampler_params_default();
-    greedy.temperature = 0.0f;
+    target_and_close_draft(&target, &close, &c);
+    SamplerParams greedy = greedy_params();
     SpecStats a = check_greedy(&target, &close, 4, greedy, PROMPT), b = check_greedy(&target, NULL, 2, greedy, PROMPT);
     assert_true(a.accepted > 0 && a.accepted < a.drafted);
     assert_float_equal(speculative_acceptance_rate(&a), (double)a.accepted / a.drafted, 1e-15);
@@ -237,10 +246,8 @@ static void test_callback_stops_generation(void **state) {
     (void)state;
     Config c = small_config(4, 2, 0, 0);
     Model target, close;
-    random_model(&target, &c, 31, 0.3f);
-    perturbed_model(&close, &target, 33, 0.03f);
-    SamplerParams greedy = sampler_params_default();
-    greedy.temperature = 0.0f;
+    target_and_close_draft(&target, &close, &c);
+    SamplerParams greedy = greedy_params();
     int want[PROMPT + NEW], got[PROMPT + NEW];
     random_tokens(want, PROMPT, c.vocab_size, 5);
     memcpy(got, want, sizeof want);
