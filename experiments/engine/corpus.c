@@ -423,13 +423,6 @@ int copy_sequence(const Tokenizer *tok, int *seq, int n, const int *filler, size
 
 // --- the evaluator ----------------------------------------------------------------------------
 
-static int argmax(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 // How many answer tokens the model predicts right with the answer fed back (teacher
 // forcing): two prefills, the prompt (its last logits predict answer[0]) and answer[0 ..
 // n - 1) (their logits predict answer[1 ..]). Greedy decoding after the prompt reproduces
@@ -440,10 +433,10 @@ static int passkey_tokens_right(Session *s, const int *seq, const PasskeyLayout 
     const int *answer = seq + L->prompt_len;
     session_truncate(s, 0);
     if (session_prefill(s, seq, L->prompt_len, NULL, err)) return -1;
-    int right = argmax(s->logits, V) == answer[0];
+    int right = sampler_argmax(s->logits, V) == answer[0];
     if (L->answer_len == 1) return right;
     if (session_prefill(s, answer, L->answer_len - 1, logits, err)) return -1;
-    for (int i = 1; i < L->answer_len; i++) right += argmax(logits + (size_t)(i - 1) * V, V) == answer[i];
+    for (int i = 1; i < L->answer_len; i++) right += sampler_argmax(logits + (size_t)(i - 1) * V, V) == answer[i];
     return right;
 }
 
@@ -486,11 +479,4 @@ int passkey_evaluate(Model *m, const Tokenizer *tok, const int *filler, size_t n
     score->exact = n_samples > 0 ? exact / n_samples : 0.0;
     score->tokens = tokens > 0 ? tokens_right / tokens : 0.0;
     return 0;
-}
-
-double passkey_accuracy(Model *m, const Tokenizer *tok, const int *filler, size_t n_filler, int ctx,
-                        int n_samples, uint64_t seed, Error *err) {
-    PasskeyScore score;
-    if (passkey_evaluate(m, tok, filler, n_filler, ctx, -1.0f, n_samples, seed, &score, err)) return -1.0;
-    return score.exact;
 }

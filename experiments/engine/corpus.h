@@ -154,6 +154,3 @@ int passkey_eval_sequence(const Tokenizer *tok, int *seq, int ctx, const int *fi
 // the caller decides). Returns 0, or -1 with err when a sequence cannot be built.
 int passkey_evaluate(Model *m, const Tokenizer *tok, const int *filler, size_t n_filler, int ctx, float depth,
                      int n_samples, uint64_t seed, PasskeyScore *score, Error *err);
-// Exact-match accuracy of passkey_evaluate at random depths; -1 with err on failure.
-double passkey_accuracy(Model *m, const Tokenizer *tok, const int *filler, size_t n_filler, int ctx,
-                        int n_samples, uint64_t seed, Error *err);

@@ -125,8 +125,7 @@ static inline void swap_candidates(SamplerCandidate *a, SamplerCandidate *b) {
     *b = t;
 }
 
-// First index of the largest value: the greedy token.
-static int argmax(const float *x, int n) {
+int sampler_argmax(const float *x, int n) {
     int best = 0;
     float max = x[0];
     for (int i = 1; i < n; i++)
@@ -253,7 +252,7 @@ static int select_nucleus(SamplerCandidate *c, int n, double target) {
 static int filter_candidates(Sampler *s, double *kept_mass) {
     const SamplerParams *p = &s->params;
     SamplerCandidate *c = s->candidates;
-    int best = argmax(s->logits, s->vocab_size);
+    int best = sampler_argmax(s->logits, s->vocab_size);
     float max = s->logits[best];
     if (p->temperature == 0.0f) {
         c[0] = (SamplerCandidate){.logit = max, .e = 1.0f, .id = best};

@@ -82,6 +82,10 @@ int sampler_distribution(Sampler *s, const float *logits, const int *history, in
 // which needs no draw.
 int sampler_sample(Sampler *s, const float *logits, const int *history, int n_history, Error *err);
 
+// The first index of the largest of x[0..n): the greedy token (lowest id on ties, as the
+// pipeline breaks them). Every greedy check of the lab uses it.
+int sampler_argmax(const float *x, int n);
+
 // Draw an index in [0, n) with probability weights[i] / sum(weights) from the sampler's RNG
 // (e.g. speculative decoding's residual distribution). Advances the RNG once. Returns -1
 // with a message if a weight is negative or not finite, or all are zero.

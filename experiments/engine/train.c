@@ -14,6 +14,7 @@
 #include "csv.h"
 #include "progress.h"
 #include "rng.h"
+#include "sampler.h"
 
 // Reductions are split into this many fixed chunks and summed in order, so their result
 // does not depend on the number of threads.
@@ -702,13 +703,6 @@ double train_evaluate(Trainer *t, const TrainData *d, size_t max_tokens, double 
     return nats / tokens;
 }
 
-static int argmax_row(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 int train_passkey_score(Trainer *t, const Tokenizer *tok, const int *filler, size_t n_filler, int ctx, float depth,
                         int n_samples, uint64_t seed, PasskeyScore *score, Error *err) {
     if (ctx > t->tc.seq_len) return error_set(err, "passkey context %d exceeds the trainer's %d", ctx, t->tc.seq_len);
@@ -729,7 +723,7 @@ int train_passkey_score(Trainer *t, const Tokenizer *tok, const int *filler, siz
             int ok = 0;
             for (int i = 0; i < L->answer_len; i++) { // row p's logits predict token p + 1
                 size_t row = (size_t)b * ctx + L->prompt_len - 1 + i;
-                ok += argmax_row(t->acts.logits + row * V, V) == seqs[(size_t)b * ctx + L->prompt_len + i];
+                ok += sampler_argmax(t->acts.logits + row * V, V) == seqs[(size_t)b * ctx + L->prompt_len + i];
             }
             exact += ok == L->answer_len;
             right += ok;

@@ -85,13 +85,6 @@ static void forward_full(Runner *r, const int *tokens, int n, float *all_logits)
 
 // ---- the measurements ------------------------------------------------------------------------
 
-static int argmax(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 // Cached greedy generation, every step timed. Step 0 prefills the prompt and picks token
 // P; step i > 0 decodes token P + i - 1 and picks token P + i.
 // tokens (P + G): prompt in, generated tokens out; step_ms (G).
@@ -103,7 +96,7 @@ static void generate_cached(Runner *r, Setting st, int *tokens, double *step_ms)
         int n = st.prompt_len + i; // tokens known so far
         double t0 = now_seconds();
         feed(&s, i == 0 ? tokens : tokens + n - 1, i == 0 ? n : 1, NULL, "cached generation");
-        tokens[n] = argmax(s.logits, V);
+        tokens[n] = sampler_argmax(s.logits, V);
         step_ms[i] = 1e3 * (now_seconds() - t0);
     }
     session_close(&s);
@@ -131,7 +124,7 @@ static void time_uncached(Runner *r, Setting st, const int *tokens, const int *s
         int n = st.prompt_len + steps[k];
         double t0 = now_seconds();
         forward_full(r, tokens, n, NULL);
-        int picked = argmax(r->scratch.logits, V);
+        int picked = sampler_argmax(r->scratch.logits, V);
         step_ms[k] = 1e3 * (now_seconds() - t0);
         if (picked != tokens[n])
             die("kv_cache %d+%d: without the cache position %d picks token %d, with it %d", st.prompt_len, st.gen_len,
@@ -147,7 +140,7 @@ static void check_uncached_agrees(Runner *r, Setting st, const int *tokens) {
     float *logits = mallocCheck((size_t)n * V * sizeof(float)); // (n, V)
     forward_full(r, tokens, n, logits);
     for (int p = st.prompt_len - 1; p < n; p++)
-        if (argmax(logits + (size_t)p * V, V) != tokens[p + 1])
+        if (sampler_argmax(logits + (size_t)p * V, V) != tokens[p + 1])
             die("kv_cache %d+%d: without the cache position %d picks another token than with it", st.prompt_len,
                 st.gen_len, p + 1);
     free(logits);
