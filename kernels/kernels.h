@@ -13,6 +13,23 @@
 // Set the threads used by OpenMP loops and by OpenBLAS (n <= 0: leave the default).
 void kernels_set_threads(int n);
 
+// ---- OpenBLAS's kernel set (kernels/cpu/blas_core.c) ----
+// The widest vector instructions a CPU runs, and those an OpenBLAS kernel set ("Haswell",
+// "SkylakeX", "Prescott", ...) uses.
+typedef enum { ISA_BASE = 0, ISA_AVX, ISA_AVX2, ISA_AVX512 } IsaLevel;
+IsaLevel isa_level_of_cpu(void);
+IsaLevel isa_level_of_blas_core(const char *core);
+const char *isa_level_name(IsaLevel l); // "sse", "avx", "avx2+fma", "avx512"
+// The kernel set to ask OpenBLAS for on a CPU of level cpu when it picked `picked`, or NULL
+// when the pick already uses the CPU's widest vectors.
+const char *blas_core_for(IsaLevel cpu, const char *picked);
+// First thing in main: when OpenBLAS picked a weaker kernel set than this CPU runs and
+// OPENBLAS_CORETYPE is not set, re-execute the program (same argv) with it set to the better
+// one; OpenBLAS reads it only when it loads. kernels_blas_choice() then says what happened,
+// for meta.csv.
+void kernels_use_best_blas(char **argv);
+const char *kernels_blas_choice(void);
+
 // out (T, d) = x (T, n) @ w (d, n)^T. sgemm for T > 16; for T <= 16 a row-streaming
 // matrix-vector product, faster than sgemv when the weights come from DRAM, whose row t is
 // bit-identical to the T == 1 result on x_t (see kernels.c).

@@ -68,7 +68,7 @@ static const struct {
 } meta_names[] = {
     {"hw", "Machine id"}, {"hw_slug", "Machine id"}, {"cpu_model", "CPU"}, {"cpu", "CPU"},
     {"n_cpus", "Cores"}, {"cores", "Cores"}, {"mem_bytes", "Memory"}, {"memory_bytes", "Memory"},
-    {"gpu", "GPU"}, {"blas", "BLAS"}, {"blas_core", "BLAS core"}, {"blas_threads", "BLAS threads"},
+    {"gpu", "GPU"}, {"blas", "BLAS"}, {"blas_core", "BLAS core"}, {"blas_choice", "BLAS choice"}, {"blas_threads", "BLAS threads"},
     {"compiler", "Compiler"}, {"cflags", "Compiler flags"}, {"git_commit", "Git commit"},
     {"profile", "Profile"}, {"date", "Date"},
 };

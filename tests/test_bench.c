@@ -371,7 +371,7 @@ static void test_meta_contents_and_merge(void **state) {
 
     char keys[64][64], values[64][256];
     int n = read_meta(path, keys, values, 64);
-    const char *order[] = {"hw", "cpu_model", "n_cpus", "mem_bytes", "gpu", "blas", "blas_core", "blas_threads",
+    const char *order[] = {"hw", "cpu_model", "n_cpus", "mem_bytes", "gpu", "blas", "blas_core", "blas_choice", "blas_threads",
                            "compiler", "cflags", "git_commit", "date", "profile", "model_target_fnv1a64", "threads"};
     assert_int_equal(n, (int)(sizeof order / sizeof order[0]));
     for (int i = 0; i < n; i++) assert_string_equal(keys[i], order[i]);

@@ -67,6 +67,7 @@ typedef struct {
     int stream_reps;
     int sgemm_n, sgemm_min_reps, sgemm_max_reps;
     double sgemm_budget_s;
+    int fma_reps;
     int contexts[MAX_CONTEXTS]; // decode contexts of the MBU measurement (capped at seq_len)
     int n_contexts;
     int decode_warmup, decode_min_reps, decode_max_reps;
@@ -77,11 +78,11 @@ typedef struct {
 static Settings settings_for(const char *profile) {
     if (strcmp(profile, "quick") == 0)
         return (Settings){.stream_min_bytes = 32u << 20, .stream_reps = 4, .sgemm_n = 512, .sgemm_min_reps = 3,
-                          .sgemm_max_reps = 5, .sgemm_budget_s = 0.1, .contexts = {64, 256}, .n_contexts = 2,
+                          .sgemm_max_reps = 5, .sgemm_budget_s = 0.1, .fma_reps = 3, .contexts = {64, 256}, .n_contexts = 2,
                           .decode_warmup = 2, .decode_min_reps = 3, .decode_max_reps = 10, .decode_budget_s = 0.2,
                           .gpu_gemm_n = 4096};
     return (Settings){.stream_min_bytes = 64u << 20, .stream_reps = 20, .sgemm_n = 2048, .sgemm_min_reps = 3,
-                      .sgemm_max_reps = 20, .sgemm_budget_s = 2.0, .contexts = {64, 256, 1024}, .n_contexts = 3,
+                      .sgemm_max_reps = 20, .sgemm_budget_s = 2.0, .fma_reps = 10, .contexts = {64, 256, 1024}, .n_contexts = 3,
                       .decode_warmup = 3, .decode_min_reps = 5, .decode_max_reps = 50, .decode_budget_s = 1.5,
                       .gpu_gemm_n = 8192};
 }
@@ -185,6 +186,8 @@ typedef struct {
     StreamResult stream[4]; // copy, triad on 1 thread; copy, triad on all (when more than 1); GPU: threads 0
     int n_stream;
     SgemmPeak sgemm;        // CPU
+    FmaPeak fma[2];         // CPU: the FMA ceiling on 1 thread, then on all (when more than 1)
+    int n_fma;
     GemmPeak gemm[2];       // GPU: fp32, bf16
     size_t llc_bytes;       // the largest CPU cache; the GPU's L2
     DecodePoint decode[2 * MAX_CONTEXTS]; // every context on 1 thread, then on all (GPU: once)
@@ -214,6 +217,15 @@ static void measure_stream(Measured *me, const Settings *st, int threads) {
         }
 }
 
+// The FMA ceiling on one thread, then on all of them (when that is more than one).
+static void measure_fma(Measured *me, const Settings *st, int threads) {
+    int thread_counts[] = {1, threads};
+    for (int i = 0; i < (threads > 1 ? 2 : 1); i++) {
+        progress("hardware_budget: FMA peak, %d thread(s)", thread_counts[i]);
+        me->fma[me->n_fma++] = peak_fma(thread_counts[i], st->fma_reps);
+    }
+}
+
 typedef struct {
     Session *s;
     int context;
@@ -239,7 +251,7 @@ static void measure_decode(Measured *me, LabModel *lab, const Settings *st, cons
         if (st->contexts[i] <= c->seq_len) contexts[n_contexts++] = st->contexts[i];
     if (n_contexts == 0) contexts[n_contexts++] = c->seq_len;
     int max_context = contexts[n_contexts - 1];
-    // The cache's contents do not change the cost of a step: fill it once from random tokens.
+    // The cache's contents do not change the cost of a step: random tokens fill it.
     Engine engine;
     Session s;
     Error err;
@@ -248,7 +260,6 @@ static void measure_decode(Measured *me, LabModel *lab, const Settings *st, cons
     int *tokens = mallocCheck(max_context * sizeof(int));
     uint64_t rng = rng_seed(2);
     for (int i = 0; i < max_context; i++) tokens[i] = (int)(rng_u64(&rng) % c->vocab_size);
-    if (session_prefill(&s, tokens, max_context, NULL, &err)) die("hardware_budget: %s", err.msg);
     int threads = omp_get_max_threads();
     for (int t = 0; t < n_thread_counts; t++) {
         if (thread_counts[t] > 0) kernels_set_threads(thread_counts[t]);
@@ -257,6 +268,9 @@ static void measure_decode(Measured *me, LabModel *lab, const Settings *st, cons
             p->threads = thread_counts[t];
             p->context = contexts[i];
             progress("hardware_budget: %s decode at context %d, %d thread(s)", ops->name, p->context, p->threads);
+            // Every step then attends to context - 1 cached tokens and itself (run_decode rolls back).
+            session_truncate(&s, 0);
+            if (session_prefill(&s, tokens, p->context - 1, NULL, &err)) die("hardware_budget: %s", err.msg);
             DecodeCall call = {&s, p->context};
             p->time = bench_run_budget(run_decode, &call, st->decode_warmup, st->decode_min_reps, st->decode_max_reps,
                                        st->decode_budget_s);
@@ -360,13 +374,33 @@ static const char *threads_cell(char *buf, size_t size, int threads) {
 }
 
 // The peak FLOP/s rows: the CPU's sgemm, or the GPU's matmuls.
+// A BLAS that reaches less than this fraction of the FMA ceiling is flagged: a good sgemm
+// of n = 2048 gets 70-90% of it; a generic kernel (issue 18: "Prescott" on a Xeon) about 20%.
+#define SGEMM_LOW_FRACTION 0.5
+
+// The sgemm's share of the all-thread FMA ceiling.
+static double sgemm_fraction_of_fma(const Measured *me) {
+    return me->sgemm.gflop_s_best / me->fma[me->n_fma - 1].gflop_s_best;
+}
+
 static void write_peaks(CsvWriter *w, const Measured *me) {
     const char *be = backend_name(me->backend);
     if (me->backend == BACKEND_CPU) {
+        for (int i = 0; i < me->n_fma; i++) {
+            const FmaPeak *f = &me->fma[i];
+            csv_row(w, "%s,fma_peak,%d,%d,lanes,%d,%.6g,%.6g,%.6g,%.6g,GFLOP/s,,%s register-only FMA loop", be,
+                    f->threads, f->lanes, f->time.reps, f->gflop_s_median, f->gflop_s_p10, f->gflop_s_p90,
+                    f->gflop_s_best, f->isa);
+        }
         const SgemmPeak *g = &me->sgemm;
-        double gflop = 2.0 * g->n * (double)g->n * g->n * 1e-9;
-        csv_row(w, "%s,sgemm,%d,%d,n,%d,%.6g,%.6g,%.6g,%.6g,GFLOP/s,,", be, omp_get_max_threads(), g->n, g->time.reps,
-                g->gflop_s_median, gflop / (g->time.p90_ms * 1e-3), gflop / (g->time.p10_ms * 1e-3), g->gflop_s_best);
+        double gflop = 2.0 * g->n * (double)g->n * g->n * 1e-9, fraction = sgemm_fraction_of_fma(me);
+        char note[160];
+        snprintf(note, sizeof note, "%.0f%% of the FMA peak%s", 100.0 * fraction,
+                 fraction < SGEMM_LOW_FRACTION ? ": far below it; the BLAS may run a generic kernel (meta blas_core)"
+                                               : "");
+        csv_row(w, "%s,sgemm,%d,%d,n,%d,%.6g,%.6g,%.6g,%.6g,GFLOP/s,,%s", be, omp_get_max_threads(), g->n, g->time.reps,
+                g->gflop_s_median, gflop / (g->time.p90_ms * 1e-3), gflop / (g->time.p10_ms * 1e-3), g->gflop_s_best,
+                note);
         return;
     }
 #ifdef INFERLAB_CUDA
@@ -563,6 +597,7 @@ static HardwareSpec *measure(LabRun *r, Measured *me, LabModel *lab, const Hardw
         measure_stream(me, &st, threads);
         progress("hardware_budget: sgemm n = %d", st.sgemm_n);
         me->sgemm = peak_sgemm(st.sgemm_n, st.sgemm_min_reps, st.sgemm_max_reps, st.sgemm_budget_s, 1);
+        measure_fma(me, &st, threads);
         describe_machine(me, &r->hw, threads);
         me->roof_threads = threads;
         int thread_counts[] = {1, threads};
@@ -596,12 +631,19 @@ static void print_measured(const Measured *me, const LabModel *lab) {
         fprintf(stderr, "STREAM %-5s %d thread(s): %.2f GB/s best, %.2f median\n",
                 stream_kernel_name(me->stream[i].kernel), me->stream[i].threads, me->stream[i].gb_s_best,
                 me->stream[i].gb_s_median);
-    if (me->backend == BACKEND_CPU)
-        fprintf(stderr, "sgemm n = %d: %.1f GFLOP/s best, %.1f median\n", me->sgemm.n, me->sgemm.gflop_s_best,
-                me->sgemm.gflop_s_median);
-    else
+    if (me->backend == BACKEND_CPU) {
+        for (int i = 0; i < me->n_fma; i++)
+            fprintf(stderr, "FMA peak (%s) %d thread(s): %.1f GFLOP/s best, %.1f median\n", me->fma[i].isa,
+                    me->fma[i].threads, me->fma[i].gflop_s_best, me->fma[i].gflop_s_median);
+        fprintf(stderr, "sgemm n = %d: %.1f GFLOP/s best, %.1f median, %.0f%% of the FMA peak\n", me->sgemm.n,
+                me->sgemm.gflop_s_best, me->sgemm.gflop_s_median, 100.0 * sgemm_fraction_of_fma(me));
+        if (sgemm_fraction_of_fma(me) < SGEMM_LOW_FRACTION)
+            fprintf(stderr, "hardware_budget: warning: sgemm runs far below the FMA peak: the BLAS may run a "
+                            "generic kernel (meta.csv blas_core)\n");
+    } else {
         fprintf(stderr, "%s: fp32 %.1f, bf16 %.1f GFLOP/s best (0 threads: the GPU)\n", me->spec.name,
                 me->spec.fp32_flop_s * 1e-9, me->spec.bf16_flop_s * 1e-9);
+    }
     for (int i = 0; i < me->n_decode; i++)
         fprintf(stderr, "decode %s, context %d, %d thread(s): %.3f ms/token, %.1f MB/token, MBU %.2f\n",
                 lab->shape.name, me->decode[i].context, me->decode[i].threads, me->decode[i].time.median_ms,

@@ -2,6 +2,7 @@
 #include "peak.h"
 
 #include <cblas.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -132,5 +133,87 @@ SgemmPeak peak_sgemm(int n, int min_reps, int max_reps, double budget_s, uint64_
     free(g.a);
     free(g.b);
     free(g.c);
+    return p;
+}
+
+// ---- the FMA ceiling ------------------------------------------------------------------------
+// FMA_CHAINS independent accumulators hide the FMA latency: a core issues up to two FMAs per
+// cycle with a latency of four (Skylake-X, Zen 4), so at least eight must be in flight; twelve
+// fit in the 16 vector registers of AVX2 beside the two constants. The compiler must not
+// contract or reorder them, so the loop uses the intrinsics, not a * b + c.
+enum { FMA_CHAINS = 12, FMA_ITERS = 1 << 21 };
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+typedef __m512 FmaVec;
+static const int FMA_LANES = 16;
+static const char FMA_ISA[] = "avx512";
+#define FMA_SET1(x) _mm512_set1_ps(x)
+#define FMA_MADD(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define FMA_SUM(v) _mm512_reduce_add_ps(v)
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+typedef __m256 FmaVec;
+static const int FMA_LANES = 8;
+static const char FMA_ISA[] = "avx2+fma";
+#define FMA_SET1(x) _mm256_set1_ps(x)
+#define FMA_MADD(a, b, c) _mm256_fmadd_ps(a, b, c)
+static float FMA_SUM(__m256 v) {
+    float f[8];
+    _mm256_storeu_ps(f, v);
+    return f[0] + f[1] + f[2] + f[3] + f[4] + f[5] + f[6] + f[7];
+}
+#else
+#include <math.h>
+typedef float FmaVec;
+static const int FMA_LANES = 1;
+static const char FMA_ISA[] = "scalar";
+#define FMA_SET1(x) (x)
+#define FMA_MADD(a, b, c) fmaf(a, b, c)
+#define FMA_SUM(v) (v)
+#endif
+
+// acc <- acc * 1 + 2^-20, FMA_ITERS times on each chain: every step is exact in fp32 (the
+// accumulators stay below 2^2), so the sum is known and checks that every FMA ran. The 1 is
+// read from a volatile so that the compiler cannot turn the FMA into an add.
+static volatile float FMA_ONE = 1.0f;
+
+static float fma_loop(void) {
+    const FmaVec one = FMA_SET1(FMA_ONE), step = FMA_SET1(1.0f / (1 << 20));
+    FmaVec acc[FMA_CHAINS];
+    for (int c = 0; c < FMA_CHAINS; c++) acc[c] = FMA_SET1(0.0f);
+    for (int i = 0; i < FMA_ITERS; i++) {
+        #pragma GCC unroll 12
+        for (int c = 0; c < FMA_CHAINS; c++) acc[c] = FMA_MADD(acc[c], one, step);
+    }
+    float sum = 0.0f;
+    for (int c = 0; c < FMA_CHAINS; c++) sum += FMA_SUM(acc[c]);
+    return sum;
+}
+
+typedef struct {
+    int threads;
+    float *results; // (threads)
+} FmaCall;
+
+static void run_fma(void *ctx) {
+    FmaCall *f = ctx;
+    #pragma omp parallel num_threads(f->threads)
+    f->results[omp_get_thread_num()] = fma_loop();
+}
+
+FmaPeak peak_fma(int threads, int reps) {
+    FmaCall f = {threads, mallocCheck((size_t)threads * sizeof(float))};
+    FmaPeak p = {.threads = threads, .lanes = FMA_LANES, .isa = FMA_ISA};
+    p.time = bench_run(run_fma, &f, 1, reps);
+    float want = (float)FMA_CHAINS * FMA_LANES * ((float)FMA_ITERS / (1 << 20));
+    for (int t = 0; t < threads; t++)
+        if (f.results[t] != want) die("FMA probe: thread %d computed %g, want %g", t, f.results[t], want);
+    double gflop = 2.0 * FMA_CHAINS * FMA_LANES * (double)FMA_ITERS * threads * 1e-9;
+    p.gflop_s_median = gflop / (p.time.median_ms * 1e-3);
+    p.gflop_s_p10 = gflop / (p.time.p90_ms * 1e-3);
+    p.gflop_s_p90 = gflop / (p.time.p10_ms * 1e-3);
+    p.gflop_s_best = gflop / (p.time.min_ms * 1e-3);
+    free(f.results);
     return p;
 }

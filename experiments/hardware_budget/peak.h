@@ -2,11 +2,14 @@
 // memory bandwidth with STREAM's copy and triad kernels (McCalpin's STREAM conventions:
 // arrays of doubles each at least 4x the last-level cache, bytes counted as the arrays a
 // kernel names, reads plus writes, write-allocate traffic not counted, 1 GB/s = 1e9 bytes/s),
-// and sgemm FLOP/s with a large square cblas_sgemm (2 n^3 FLOPs).
+// sgemm FLOP/s with a large square cblas_sgemm (2 n^3 FLOPs), and the physical ceiling the
+// sgemm is measured against: a register-only loop of independent fused multiply-adds at the
+// widest vector width this build targets (2 FLOPs per lane per FMA).
 //
 //   size_t n = stream_array_len(peak_llc_bytes(), 64u << 20);
 //   StreamResult r = stream_measure(STREAM_TRIAD, n, omp_get_max_threads(), 10);
 //   SgemmPeak s = peak_sgemm(2048, 3, 10, 1.0, 1);
+//   FmaPeak f = peak_fma(omp_get_max_threads(), 10);
 #pragma once
 
 #include <stddef.h>
@@ -56,3 +59,15 @@ typedef struct {
 // cblas_sgemm of two random (n, n) fp32 matrices on OpenBLAS's current thread count: one
 // untimed call, then min_reps .. max_reps timed ones within budget_s seconds.
 SgemmPeak peak_sgemm(int n, int min_reps, int max_reps, double budget_s, uint64_t seed);
+
+typedef struct {
+    int threads;
+    int lanes;          // fp32 lanes per FMA: 16 (AVX-512), 8 (AVX2 + FMA), 1 (scalar fmaf)
+    const char *isa;    // "avx512", "avx2+fma", "scalar"
+    BenchStats time;    // per pass, ms
+    double gflop_s_median, gflop_s_p10, gflop_s_p90, gflop_s_best;
+} FmaPeak;
+
+// Time `reps` passes (after one untimed pass) of the FMA loop on `threads` OpenMP threads,
+// each running the whole loop; dies if the loop's result is not the value it must compute.
+FmaPeak peak_fma(int threads, int reps);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "kernels.h"
 
 #if defined(__clang__)
 #define HW_COMPILER "clang " __clang_version__
@@ -96,6 +97,7 @@ void hw_probe(HwInfo *hw) {
     probe_gpu(hw->gpu, sizeof hw->gpu);
     copy_trimmed(hw->blas, sizeof hw->blas, openblas_get_config());
     copy_trimmed(hw->blas_core, sizeof hw->blas_core, openblas_get_corename());
+    copy_trimmed(hw->blas_choice, sizeof hw->blas_choice, kernels_blas_choice());
     hw->blas_threads = openblas_get_num_threads();
     copy_trimmed(hw->compiler, sizeof hw->compiler, HW_COMPILER);
     copy_trimmed(hw->cflags, sizeof hw->cflags, INFERLAB_CFLAGS);

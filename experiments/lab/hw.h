@@ -16,6 +16,7 @@ typedef struct {
     char gpu[128];         // first NVIDIA GPU's model (/proc/driver/nvidia), "" when none
     char blas[256];        // OpenBLAS build configuration string
     char blas_core[64];    // OpenBLAS kernel set picked for this CPU (Haswell, Zen, ...)
+    char blas_choice[256]; // who picked it: OpenBLAS, the user, or the lab (kernels_use_best_blas)
     int blas_threads;      // OpenBLAS threads at probe time
     char compiler[128];    // the compiler that built the engine, with its version
     char cflags[512];      // INFERLAB_CFLAGS when the build passes it, else "unknown"

@@ -172,6 +172,7 @@ static void print_help(const Experiment *e) {
 }
 
 int lab_main(const Experiment *e, int argc, char **argv) {
+    kernels_use_best_blas(argv); // may re-execute the program: before anything is read or written
     LabRun r;
     int help;
     Error err;

@@ -130,7 +130,8 @@ static void table_set_probe(Table *t, const HwInfo *hw, const char *profile) {
     const MetaEntry probe[] = {
         {"hw", slug},           {"cpu_model", hw->cpu_model}, {"n_cpus", n_cpus},
         {"mem_bytes", mem},     {"gpu", hw->gpu[0] ? hw->gpu : "none"},
-        {"blas", hw->blas},     {"blas_core", hw->blas_core}, {"blas_threads", blas_threads},
+        {"blas", hw->blas},     {"blas_core", hw->blas_core}, {"blas_choice", hw->blas_choice},
+        {"blas_threads", blas_threads},
         {"compiler", hw->compiler}, {"cflags", hw->cflags},   {"git_commit", hw->git_commit},
         {"date", hw->date},     {"profile", profile},
     };

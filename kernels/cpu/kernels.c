@@ -34,8 +34,15 @@ void kernels_set_threads(int n) {
 // 0.39 ms at 2 rows).
 #define MATVEC_MAX_ROWS 16
 
+// Below this many multiply-adds a matmul runs on one thread: a 256 x 256 matrix-vector
+// product takes about 10 us on one core, the same order as an OpenMP fork and barrier, and a
+// barrier that waits for a thread descheduled by another process costs a whole scheduler
+// time slice (issue 18: a tiny model decoded at 2 tok/s on 2 threads with a build running,
+// 5,000 on one).
+#define MATVEC_MIN_PARALLEL_MACS (1 << 16)
+
 static void matvec_rows(float *out, const float *x, const float *w, int T, int n, int d) {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((size_t)T * n * d >= MATVEC_MIN_PARALLEL_MACS)
     for (int i = 0; i < d; i++) {
         const float *wi = w + (size_t)i * n;
         for (int t = 0; t < T; t++) out[(size_t)t * d + i] = dot_f32(wi, x + (size_t)t * n, n);
