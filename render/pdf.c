@@ -267,6 +267,52 @@ static void text_free(TextBlock *tb) {
 
 // --- document -----------------------------------------------------------------------------
 
+// libharu (2.3; 2.4.6 still) gives a TrueType font in its UTF-8 encoding a copy of the
+// encoding's code-to-CID CMap as /ToUnicode: "1 begincidrange <0000> <FFFF> 0". A ToUnicode
+// CMap maps codes to Unicode with bfchar / bfrange only (PDF 1.7 §9.10.3, Adobe technote
+// 5411), so poppler warns "Invalid 'begincidrange' operator" on every page and extraction
+// has to guess. That encoding writes each character as its UTF-16 code unit (characters
+// beyond the BMP become spaces), so the true map is the identity on the BMP. We rewrite the
+// stream libharu made, in place, through its object API (hpdf_objects.h): one bfrange per
+// 256 codes (a range may not carry out of its last byte), at most 100 ranges per block
+// (technote 5411), the surrogate codes D800–DFFF left out since they name no character.
+#define UNICODE_RANGES_PER_BLOCK 100
+#define SURROGATE_BLOCKS(hi) ((hi) >= 0xD8 && (hi) <= 0xDF)
+
+static int write_unicode_map(HPDF_Font font) {
+    HPDF_Dict cmap = HPDF_Dict_GetItem(font, "ToUnicode", HPDF_OCLASS_DICT);
+    if (!cmap || !cmap->stream) return -1;
+    HPDF_Dict info = HPDF_Dict_New(cmap->mmgr);
+    if (!info) return -1;
+    HPDF_STATUS st = HPDF_Dict_Add(cmap, "CIDSystemInfo", info); // replaces libharu's (Adobe, Identity-H)
+    st |= HPDF_Dict_Add(info, "Registry", HPDF_String_New(cmap->mmgr, "Adobe", NULL));
+    st |= HPDF_Dict_Add(info, "Ordering", HPDF_String_New(cmap->mmgr, "UCS", NULL));
+    st |= HPDF_Dict_AddNumber(info, "Supplement", 0);
+    st |= HPDF_Dict_AddName(cmap, "CMapName", "Adobe-Identity-UCS");
+    HPDF_Stream out = cmap->stream;
+    HPDF_MemStream_FreeData(out);
+    st |= HPDF_Stream_WriteStr(out, "/CIDInit /ProcSet findresource begin\n12 dict begin\nbegincmap\n"
+                                    "/CIDSystemInfo << /Registry (Adobe) /Ordering (UCS) /Supplement 0 >> def\n"
+                                    "/CMapName /Adobe-Identity-UCS def\n/CMapType 2 def\n"
+                                    "1 begincodespacerange\n<0000> <FFFF>\nendcodespacerange\n");
+    int n_ranges = 0;
+    for (int hi = 0; hi < 256; hi++) n_ranges += !SURROGATE_BLOCKS(hi);
+    for (int hi = 0, written = 0; hi < 256; hi++) {
+        if (SURROGATE_BLOCKS(hi)) continue;
+        char line[64];
+        if (written % UNICODE_RANGES_PER_BLOCK == 0) {
+            int left = n_ranges - written;
+            snprintf(line, sizeof line, "%d beginbfrange\n", left < UNICODE_RANGES_PER_BLOCK ? left : UNICODE_RANGES_PER_BLOCK);
+            st |= HPDF_Stream_WriteStr(out, line);
+        }
+        snprintf(line, sizeof line, "<%02X00> <%02XFF> <%02X00>\n", hi, hi, hi);
+        st |= HPDF_Stream_WriteStr(out, line);
+        if (++written % UNICODE_RANGES_PER_BLOCK == 0 || written == n_ranges) st |= HPDF_Stream_WriteStr(out, "endbfrange\n");
+    }
+    st |= HPDF_Stream_WriteStr(out, "endcmap\nCMapName currentdict /CMap defineresource pop\nend\nend\n");
+    return st == HPDF_OK ? 0 : -1;
+}
+
 static HPDF_Font load_font(Pdf *pdf, const char *file, Error *err) {
     char path[256];
     snprintf(path, sizeof path, FONT_DIR "%s", file);
@@ -276,7 +322,7 @@ static HPDF_Font load_font(Pdf *pdf, const char *file, Error *err) {
     }
     const char *name = HPDF_LoadTTFontFromFile(pdf->doc, path, HPDF_TRUE);
     HPDF_Font font = name ? HPDF_GetFont(pdf->doc, name, "UTF-8") : NULL;
-    if (!font || pdf->error) {
+    if (!font || pdf->error || write_unicode_map(font)) {
         error_set(err, "%s: libharu cannot load this font (error 0x%04X)", path, (unsigned)pdf->error);
         return NULL;
     }
