@@ -21,8 +21,10 @@
 #define BODY_LEAD 14.0
 #define CAPTION_SIZE 9.0
 #define CAPTION_LEAD 12.0
-#define TABLE_SIZE 8.5
-#define TABLE_LEAD 11.0
+#define TABLE_SIZE 8.5        // a table's type size when it fits the page
+#define TABLE_LEAD 11.0       // its line spacing, scaled with a smaller size
+#define TABLE_SIZE_WHOLE 7.5  // smallest size before long words may break after - _ /
+#define TABLE_SIZE_MIN 6.5    // smallest size at all; below it words are cut
 #define CELL_PAD 4.0
 
 typedef struct { // a heading not drawn yet (number NULL when there is none)
@@ -151,18 +153,32 @@ static void add_words(Words *ws, const char *text, HPDF_Font font) {
     }
 }
 
-// Length of the longest UTF-8 prefix of w that fits in `width` (at least one character).
+static int is_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+
+// 1 when a word too long for its line may break between s[i - 1] and s[i]: after the '_'
+// or '/' of an identifier or a path, or after a hyphen between letters ("intel-xeon",
+// never "1e-05" or "-3").
+static int soft_break(const char *s, int len, int i) {
+    if (i < 2 || i >= len || !is_alnum(s[i - 2]) || !is_alnum(s[i])) return 0;
+    char c = s[i - 1];
+    return c == '_' || c == '/' || (c == '-' && !(s[i] >= '0' && s[i] <= '9') && !(s[i - 2] >= '0' && s[i - 2] <= '9'));
+}
+
+// Length of the prefix of w to put on a line of `width`: the longest that ends at a soft
+// break and fits, else the longest UTF-8 prefix that fits (at least one character).
 static int fitting_prefix(const Word *w, double size, double width) {
-    int best = 0;
+    int best = 0, best_soft = 0;
     for (int i = 1; i <= w->len; i++) {
         if (i < w->len && ((unsigned char)w->s[i] & 0xC0) == 0x80) continue; // inside a character
         if (best > 0 && measure(w->font, w->s, i, size) > width) break;
         best = i;
+        if (soft_break(w->s, w->len, i)) best_soft = i;
     }
-    return best;
+    return best_soft ? best_soft : best;
 }
 
-// Greedy wrapping into lines of at most `width`; words longer than a line are cut.
+// Greedy wrapping into lines of at most `width`; words longer than a line break at a soft
+// break where they can, else are cut.
 static Line *wrap(Words *ws, double width, int *n_lines) {
     int cap = 8, n = 0;
     Line *lines = mallocCheck((size_t)cap * sizeof *lines);
@@ -552,43 +568,94 @@ static double natural_width(HPDF_Font font, const char *text, double size) {
     return w;
 }
 
-// Widest word of a cell's text, in points: the narrowest the column can be without cutting words.
-static double widest_word(HPDF_Font font, const char *text, double size) {
+// Widest piece of a cell's text that must stay on one line, in points: a word, or with
+// `soft` a piece of a word between soft breaks.
+static double widest_piece(HPDF_Font font, const char *text, double size, int soft) {
     double w = 0;
     for (const char *s = text; *s;) {
-        int len = (int)strcspn(s, " \t\r\n");
-        w = fmax(w, measure(font, s, len, size));
+        int len = (int)strcspn(s, " \t\r\n"), start = 0;
+        for (int i = 1; i <= len; i++)
+            if (i == len || (soft && soft_break(s, len, i))) {
+                w = fmax(w, measure(font, s + start, i - start, size));
+                start = i;
+            }
         s += len + (s[len] != '\0');
     }
     return w;
 }
 
-// Column widths: natural when they fit; else each column gets its widest word plus a share
-// of what is left, in proportion to how much wider it would like to be; words are cut only
-// when even the widest words do not fit.
-static void column_widths(const Pdf *pdf, const PdfTable *t, double *w, double max_total) {
-    double *least = mallocCheck((size_t)t->n_cols * sizeof *least);
-    double total = 0, total_least = 0;
-    for (int c = 0; c < t->n_cols; c++) {
-        w[c] = natural_width(pdf->bold, t->headers[c], TABLE_SIZE);
-        least[c] = widest_word(pdf->bold, t->headers[c], TABLE_SIZE);
+// A table's type size and column widths.
+typedef struct {
+    double size, lead;
+    double *w;  // (n_cols) column widths in points, padding included
+    int cut;    // 1: even at TABLE_SIZE_MIN some words are cut
+} TableLayout;
+
+// The largest size, in quarter points from TABLE_SIZE down to `smallest`, at which pieces
+// of total width `pieces` (measured at TABLE_SIZE) and `pad` fit `max_total`; 0 when none.
+static double fitting_size(double pieces, double pad, double max_total, double smallest) {
+    if (pieces + pad <= max_total) return TABLE_SIZE;
+    double size = floor(4 * TABLE_SIZE * (max_total - pad) / pieces) / 4;
+    return size >= smallest ? size : 0;
+}
+
+// Where words must break, the room left still keeps some columns' words whole: those that
+// need the least extra width first. pieces[c] grows to whole[c] while the total stays
+// within `room`.
+static void keep_words_whole(double *pieces, const double *whole, int n, double room, double *total) {
+    for (;;) {
+        int best = -1;
+        for (int c = 0; c < n; c++)
+            if (whole[c] > pieces[c] && *total + whole[c] - pieces[c] <= room &&
+                (best < 0 || whole[c] - pieces[c] < whole[best] - pieces[best]))
+                best = c;
+        if (best < 0) return;
+        *total += whole[best] - pieces[best];
+        pieces[best] = whole[best];
+    }
+}
+
+// Words are never broken when it can be helped. The table keeps TABLE_SIZE when its widest
+// words fit side by side; else it takes smaller type, down to TABLE_SIZE_WHOLE; else long
+// words may break after - _ / and the type goes down to TABLE_SIZE_MIN; only beyond that
+// are words cut (lay->cut). Then the columns get their natural widths when they fit, else
+// each gets its widest piece plus a share of what is left, in proportion to how much wider
+// it would like to be.
+static TableLayout table_layout(const Pdf *pdf, const PdfTable *t, double max_total) {
+    TableLayout lay = {TABLE_SIZE, TABLE_LEAD, mallocCheck((size_t)t->n_cols * sizeof *lay.w), 0};
+    double *whole = mallocCheck((size_t)t->n_cols * sizeof *whole), *pieces = mallocCheck((size_t)t->n_cols * sizeof *pieces);
+    double natural = 0, sum_whole = 0, sum_pieces = 0, pad = 2 * CELL_PAD * t->n_cols;
+    for (int c = 0; c < t->n_cols; c++) { // at TABLE_SIZE; widths scale with the size
+        lay.w[c] = natural_width(pdf->bold, t->headers[c], TABLE_SIZE);
+        whole[c] = widest_piece(pdf->bold, t->headers[c], TABLE_SIZE, 0);
+        pieces[c] = widest_piece(pdf->bold, t->headers[c], TABLE_SIZE, 1);
         for (int r = 0; r < t->n_rows; r++) {
             const char *cell = t->cells[(size_t)r * t->n_cols + c];
-            w[c] = fmax(w[c], natural_width(pdf->regular, cell, TABLE_SIZE));
-            least[c] = fmax(least[c], widest_word(pdf->regular, cell, TABLE_SIZE));
+            lay.w[c] = fmax(lay.w[c], natural_width(pdf->regular, cell, TABLE_SIZE));
+            whole[c] = fmax(whole[c], widest_piece(pdf->regular, cell, TABLE_SIZE, 0));
+            pieces[c] = fmax(pieces[c], widest_piece(pdf->regular, cell, TABLE_SIZE, 1));
         }
-        w[c] += 2 * CELL_PAD;
-        least[c] += 2 * CELL_PAD;
-        total += w[c];
-        total_least += least[c];
+        natural += lay.w[c], sum_whole += whole[c], sum_pieces += pieces[c];
     }
-    if (total > max_total) {
-        for (int c = 0; c < t->n_cols; c++) {
-            if (total_least <= max_total) w[c] = least[c] + (w[c] - least[c]) * (max_total - total_least) / (total - total_least);
-            else w[c] = least[c] * max_total / total_least;
-        }
+    double *least = whole, total_least = sum_whole;
+    if (!(lay.size = fitting_size(sum_whole, pad, max_total, TABLE_SIZE_WHOLE))) {
+        least = pieces, total_least = sum_pieces;
+        if (!(lay.size = fitting_size(sum_pieces, pad, max_total, TABLE_SIZE_MIN))) lay.size = TABLE_SIZE_MIN, lay.cut = 1;
+        keep_words_whole(pieces, whole, t->n_cols, (max_total - pad) * TABLE_SIZE / lay.size, &total_least);
     }
-    free(least);
+    double scale = lay.size / TABLE_SIZE;
+    lay.lead = TABLE_LEAD * scale;
+    natural = natural * scale + pad;
+    total_least = total_least * scale + pad;
+    for (int c = 0; c < t->n_cols; c++) {
+        double w = lay.w[c] * scale + 2 * CELL_PAD, l = least[c] * scale + 2 * CELL_PAD;
+        if (natural <= max_total) lay.w[c] = w;
+        else if (!lay.cut) lay.w[c] = l + (w - l) * (max_total - total_least) / (natural - total_least);
+        else lay.w[c] = l * max_total / total_least;
+    }
+    free(whole);
+    free(pieces);
+    return lay;
 }
 
 typedef struct {
@@ -596,10 +663,11 @@ typedef struct {
     double height;
 } RowLayout;
 
-static RowLayout layout_row(const Pdf *pdf, const PdfTable *t, char **texts, const double *w, int header) {
+static RowLayout layout_row(const Pdf *pdf, const PdfTable *t, char **texts, const TableLayout *lay, int header) {
+    const double *w = lay->w;
     RowLayout row = {mallocCheck((size_t)t->n_cols * sizeof *row.cells), 0};
     for (int c = 0; c < t->n_cols; c++) {
-        row.cells[c] = text_block(TABLE_SIZE, TABLE_LEAD);
+        row.cells[c] = text_block(lay->size, lay->lead);
         add_words(&row.cells[c].words, texts[c], header ? pdf->bold : pdf->regular);
         text_layout(&row.cells[c], w[c] - 2 * CELL_PAD);
         row.height = fmax(row.height, text_height(&row.cells[c]));
@@ -658,21 +726,21 @@ static void table_top(Pdf *pdf, const PdfTable *t, const RowLayout *header, cons
     rule(pdf->page, x, x + total, pdf->y, 0.5, 0.35);
 }
 
-void pdf_table(Pdf *pdf, const PdfTable *t, const char *label, const char *caption) {
-    double *w = mallocCheck((size_t)t->n_cols * sizeof *w);
-    column_widths(pdf, t, w, BODY_W);
+int pdf_table(Pdf *pdf, const PdfTable *t, const char *label, const char *caption) {
+    TableLayout lay = table_layout(pdf, t, BODY_W);
+    const double *w = lay.w;
     double total = 0;
     for (int c = 0; c < t->n_cols; c++) total += w[c];
     double x = MARGIN_X + (BODY_W - total) / 2;
-    RowLayout header = layout_row(pdf, t, t->headers, w, 1);
+    RowLayout header = layout_row(pdf, t, t->headers, &lay, 1);
     double first_rows = 0; // the header should not end a page alone: keep three rows with it
     for (int r = 0; r < t->n_rows && r < 3; r++) {
-        RowLayout row = layout_row(pdf, t, &t->cells[(size_t)r * t->n_cols], w, 0);
+        RowLayout row = layout_row(pdf, t, &t->cells[(size_t)r * t->n_cols], &lay, 0);
         first_rows += row.height;
         free_row(t, &row);
     }
     for (int r = 0; r < t->n_rows; r++) {
-        RowLayout row = layout_row(pdf, t, &t->cells[(size_t)r * t->n_cols], w, 0);
+        RowLayout row = layout_row(pdf, t, &t->cells[(size_t)r * t->n_cols], &lay, 0);
         if (r == 0) table_top(pdf, t, &header, w, x, total, label, caption, 0, first_rows);
         else if (pdf->y - row.height < MARGIN_BOTTOM) { // break the table: close it, repeat the header
             rule(pdf->page, x, x + total, pdf->y, 0.8, 0.2);
@@ -686,7 +754,8 @@ void pdf_table(Pdf *pdf, const PdfTable *t, const char *label, const char *capti
     rule(pdf->page, x, x + total, pdf->y, 0.8, 0.2);
     advance(pdf, 12);
     free_row(t, &header);
-    free(w);
+    free(lay.w);
+    return lay.cut;
 }
 
 // --- title page -------------------------------------------------------------------------------

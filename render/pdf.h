@@ -48,8 +48,10 @@ void pdf_notice(Pdf *pdf, const char *label, const char *text);
 int pdf_figure_slot(Pdf *pdf, double w_pt, double h_pt, const char *label, const char *caption);
 // Place a w_px × h_px RGB image (packed rows) in its slot.
 int pdf_fill_figure(Pdf *pdf, int slot, const unsigned char *rgb, int w_px, int h_px, Error *err);
-// A table with "label: caption" above it (label may be NULL for none).
-void pdf_table(Pdf *pdf, const PdfTable *t, const char *label, const char *caption);
+// A table with "label: caption" above it (label may be NULL for none). Words stay whole: a
+// wide table gets smaller type (8.5 pt down to 7.5), then long words may break after - _ /
+// (down to 6.5 pt). Returns 1 when even that is too wide and words had to be cut, else 0.
+int pdf_table(Pdf *pdf, const PdfTable *t, const char *label, const char *caption);
 void pdf_page_break(Pdf *pdf);
 // The width of the text column, in points.
 double pdf_text_width(void);

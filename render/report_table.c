@@ -165,6 +165,19 @@ static int empty_table_warning(Report *r, const Block *b, const RunData *run, Er
     return 0;
 }
 
+// Draw the table; one too wide for the page even in the smallest type has words cut, which
+// is a warning (--strict: an error) naming the template's table.
+static int draw_table(Report *r, const Block *b, const PdfTable *pt, const char *label, const char *caption, Error *err) {
+    if (!pdf_table(r->pdf, pt, label, caption)) return 0;
+    char where[PATH_MAX + 16];
+    block_where(b, "columns", where, sizeof where);
+    const char *what = "is too wide for the page even in 6.5 pt type, so words are cut: show fewer columns or "
+                       "shorter headers";
+    if (r->o->strict) return error_set(err, "%s: %s %s", where, label, what);
+    fprintf(stderr, "warning: %s: %s %s\n", where, label, what);
+    return 0;
+}
+
 static int plain_table(Report *r, const Block *b, RunData *run, const char *label, const char *caption, Error *err) {
     Selection s;
     Columns cols;
@@ -180,8 +193,8 @@ static int plain_table(Report *r, const Block *b, RunData *run, const char *labe
         for (int i = 0; i < s.n_rows; i++)
             pt.cells[(size_t)i * cols.n + c] = format_cell(s.t, s.rows[i], cols.cols[c], cols.fmt[c], cols.raw[c]);
     }
-    pdf_table(r->pdf, &pt, label, caption);
-    int status = s.n_rows == 0 ? empty_table_warning(r, b, run, err) : 0;
+    int status = draw_table(r, b, &pt, label, caption, err);
+    if (status == 0 && s.n_rows == 0) status = empty_table_warning(r, b, run, err);
     free_pdf_table(&pt);
     free_columns(&cols);
     free_selection(&s);
@@ -350,7 +363,7 @@ static int ratio_table(Report *r, const Block *b, const char *label, const char 
         snprintf(full, sizeof full, "%s%sB/A ratios, A = %s, B = %s; %d of %d rows matched on %d key column%s.",
                  caption ? caption : "", caption ? " " : "", r->active[0]->label, r->active[1]->label, matched, sa.n_rows,
                  n_keys, n_keys == 1 ? "" : "s");
-        pdf_table(r->pdf, &pt, label, full);
+        status = draw_table(r, b, &pt, label, full, err);
         free_pdf_table(&pt);
         free(match);
     }
