@@ -66,6 +66,7 @@ typedef struct {
     int n_rows;
     double *z;         // heatmap (n_rows, n_categories); NAN where no value
     double zmin, zmax; // heatmap colour range; NAN: from the data
+    Scale zscale;      // heatmap colour scale: linear, or log for values over decades
     NumberFormat zformat;
     Ceiling *peaks;      // roofline compute ceilings (y = value)
     int n_peaks;

@@ -786,7 +786,7 @@ static void viridis(double t, double rgb[3]) {
 
 static void z_range(const Chart *c, double *lo, double *hi) {
     Range r = {0};
-    for (int i = 0; i < c->n_rows * c->n_categories; i++) range_add(&r, c->z[i], SCALE_LINEAR);
+    for (int i = 0; i < c->n_rows * c->n_categories; i++) range_add(&r, c->z[i], c->zscale);
     if (!r.any) r = (Range){0, 1, 1};
     range_override(&r, c->zmin, c->zmax);
     *lo = r.lo;
@@ -840,23 +840,28 @@ static void draw_heatmap(Plot *p) {
     z_range(c, &zlo, &zhi);
     Axis za;
     double bar_w = 11;
-    axis_ticks(&za, SCALE_LINEAR, zlo, zhi, 6);
+    axis_ticks(&za, c->zscale, zlo, zhi, 6);
     if (isfinite(c->zmin) && isfinite(c->zmax)) za.lo = c->zmin, za.hi = c->zmax; // keep a stated range exact
     double top = 6 + (c->title ? text_height(TITLE_SIZE) + 4 : 0);
     double right = 12 + bar_w + TICK_LEN + 2 + widest_label(p, &za) + (c->zlabel ? 4 + text_height(LABEL_SIZE) : 0) + 4;
     double left = 4 + (c->ylabel ? text_height(LABEL_SIZE) + 4 : 0) + widest_category(p, c->rows, c->n_rows) + 4;
-    double bottom = 4 + text_height(TICK_SIZE) + 4 + (c->xlabel ? text_height(LABEL_SIZE) + 2 : 0);
+    // column labels wider than their cells slant, as a bar chart's do
+    double cw = (p->W - right - left) / c->n_categories, widest = widest_category(p, c->categories, c->n_categories);
+    int slant = widest > cw - 4;
+    double labels = 4 + (slant ? widest * sin(-CATEGORY_ANGLE) + 4 : text_height(TICK_SIZE)) + 4;
+    double bottom = labels + (c->xlabel ? text_height(LABEL_SIZE) + 2 : 0);
     p->plot = (Rect){left, top, p->W - right, p->H - bottom};
-    double cw = (p->plot.x1 - p->plot.x0) / c->n_categories, ch = (p->plot.y1 - p->plot.y0) / c->n_rows;
+    double ch = (p->plot.y1 - p->plot.y0) / c->n_rows;
     for (int r = 0; r < c->n_rows; r++)
         for (int k = 0; k < c->n_categories; k++) {
             double v = c->z[(size_t)r * c->n_categories + k], x = p->plot.x0 + k * cw, y = p->plot.y0 + r * ch;
             double rgb[3] = {0.93, 0.93, 0.93};
-            if (isfinite(v)) viridis((v - za.lo) / (za.hi - za.lo), rgb);
+            int shown = isfinite(v) && (c->zscale == SCALE_LINEAR || v > 0); // a log scale has no place for v <= 0
+            if (shown) viridis(axis_fraction(&za, v), rgb);
             cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
             cairo_rectangle(cr, x, y, cw + 0.3, ch + 0.3);
             cairo_fill(cr);
-            if (!isfinite(v)) continue;
+            if (!shown) continue;
             char text[48];
             numfmt_format(v, c->zformat, text, sizeof text);
             if (text_width(cr, text, TICK_SIZE - 1, 0) + 4 > cw || ch < text_height(TICK_SIZE - 1) + 2) continue;
@@ -869,9 +874,12 @@ static void draw_heatmap(Plot *p) {
     set_line(cr, STYLE_SOLID, 0.6);
     cairo_rectangle(cr, p->plot.x0, p->plot.y0, p->plot.x1 - p->plot.x0, p->plot.y1 - p->plot.y0);
     cairo_stroke(cr);
-    int xs = label_stride(widest_category(p, c->categories, c->n_categories), cw);
-    for (int k = 0; k < c->n_categories; k += xs)
-        draw_text(cr, p->plot.x0 + (k + 0.5) * cw, p->plot.y1 + 4, c->categories[k], TICK_SIZE, 0, 0.5, 0, 0);
+    int xs = slant ? label_stride(text_height(TICK_SIZE) / sin(-CATEGORY_ANGLE), cw) : label_stride(widest, cw);
+    for (int k = 0; k < c->n_categories; k += xs) {
+        double x = p->plot.x0 + (k + 0.5) * cw;
+        if (slant) draw_text(cr, x + 2, p->plot.y1 + 6, c->categories[k], TICK_SIZE, 0, 1, 0.5, CATEGORY_ANGLE);
+        else draw_text(cr, x, p->plot.y1 + 4, c->categories[k], TICK_SIZE, 0, 0.5, 0, 0);
+    }
     int ys = label_stride(text_height(TICK_SIZE) - 4, ch);
     for (int r = 0; r < c->n_rows; r += ys)
         draw_text(cr, p->plot.x0 - 4, p->plot.y0 + (r + 0.5) * ch, c->rows[r], TICK_SIZE, 0, 1, 0.5, 0);

@@ -350,6 +350,7 @@ static int chart_options(Report *r, const Block *b, Chart *c, double *height, Er
     *height = kind == CHART_HEATMAP ? 0.5 : DEFAULT_HEIGHT;
     char where[PATH_MAX + 16];
     if (scale_option(b, "xscale", &c->xscale, err) || scale_option(b, "yscale", &c->yscale, err) ||
+        scale_option(b, "zscale", &c->zscale, err) ||
         number_option(b, "xmin", &c->xmin, err) || number_option(b, "xmax", &c->xmax, err) ||
         number_option(b, "ymin", &c->ymin, err) || number_option(b, "ymax", &c->ymax, err) ||
         number_option(b, "zmin", &c->zmin, err) || number_option(b, "zmax", &c->zmax, err) ||

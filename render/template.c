@@ -36,6 +36,7 @@ static const struct {
     {"band", K_LINE | K_BAR, 0, 0},     {"z", K_HEATMAP, K_HEATMAP, 0},
     {"zlabel", K_HEATMAP, 0, 0},        {"zmin", K_HEATMAP, 0, 0},
     {"zmax", K_HEATMAP, 0, 0},          {"format", K_HEATMAP, 0, 0},
+    {"zscale", K_HEATMAP, 0, 0},
     {"label", K_ROOFLINE, 0, 0},        {"peak", K_LINE | K_ROOFLINE, K_ROOFLINE, 1},
     {"bandwidth", K_ROOFLINE, K_ROOFLINE, 1},
     {"columns", K_TABLE, K_TABLE, 0},   {"headers", K_TABLE, 0, 0},
