@@ -16,7 +16,7 @@ BUILD    ?= $(if $(filter 1,$(SANITIZE)),build-san,build)
 BIN      := $(if $(filter 1,$(SANITIZE)),$(BUILD)/bin,bin)
 
 DEB_PACKAGES := build-essential pkg-config libopenblas-openmp-dev libcairo2-dev libhpdf-dev \
-                libcmocka-dev bible-kjv fonts-dejavu-core poppler-utils gzip bzip2 xz-utils
+                libcmocka-dev bible-kjv fonts-dejavu-core poppler-utils qpdf gzip bzip2 xz-utils
 
 # Each layer sees only its own headers and those below it (DESIGN.md, "Layout"), so an include
 # that points upward fails to compile: base <- kernels <- engine <- lab <- programs and tests;

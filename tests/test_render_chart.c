@@ -1,7 +1,7 @@
 // test_render_chart.c: chart drawing (render/chart.c, render/chart_draw.c). Images have the
 // size the dpi asks for and are saved as 8-bit RGB PNGs (no alpha: libharu 2.3 would store
 // an alpha mask uncompressed); series are drawn in their palette colours; the legend hides
-// no data; heatmap cells follow the colour map; a line chart shows its ceiling; and awkward
+// no data; heatmap cells follow the colour map, linear or log; a line chart shows its ceiling; and awkward
 // data (empty, NaN, infinities, values <= 0 on log axes, one point, a huge range, many
 // categories) draws without crashing.
 // Run: make build/tests/test_render_chart && ./build/tests/test_render_chart
@@ -148,6 +148,35 @@ static void test_heatmap_colours(void **state) {
     chart_free(&c);
 }
 
+// zscale: log colours by the logarithm: 100 between 1 and 10⁴ is viridis' middle
+// (0.128, 0.567, 0.551); linearly it would be near the dark end. A value <= 0 has no place on
+// a log scale and stays grey (0.93), and column labels wider than their cells still draw.
+static void test_heatmap_log_colours(void **state) {
+    (void)state;
+    for (int log_scale = 0; log_scale < 2; log_scale++) {
+        Chart c;
+        chart_init(&c, CHART_HEATMAP);
+        c.zscale = log_scale ? SCALE_LOG10 : SCALE_LINEAR;
+        static const char *names[] = {"a long machine name, measured", "another long machine name", "a third one here",
+                                      "and a fourth"};
+        for (int k = 0; k < 4; k++) category_index(&c.categories, &c.n_categories, names[k]);
+        category_index(&c.rows, &c.n_rows, "r");
+        chart_alloc_grid(&c);
+        c.z[0] = 1, c.z[1] = 100, c.z[2] = 1e4, c.z[3] = log_scale ? -1 : 0;
+        cairo_surface_t *img = chart_draw(&c, 400, 200, 200);
+        long middle = count_colour(img, 33, 145, 141, 6), grey = count_colour(img, 237, 237, 237, 2);
+        if (log_scale) { // a cell is about 200 × 400 pixels; the colour bar's band of each colour a few hundred
+            assert_true(middle > 20000);
+            assert_true(grey > 20000);
+        } else {
+            assert_true(middle < 2000);
+            assert_true(grey < 2000);
+        }
+        cairo_surface_destroy(img);
+        chart_free(&c);
+    }
+}
+
 static void test_awkward_data(void **state) {
     (void)state;
     Chart c;
@@ -246,6 +275,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_png_size_and_format), cmocka_unit_test(test_series_colours),
         cmocka_unit_test(test_legend_hides_no_data), cmocka_unit_test(test_heatmap_colours),
+        cmocka_unit_test(test_heatmap_log_colours),
         cmocka_unit_test(test_awkward_data),        cmocka_unit_test(test_roofline),
         cmocka_unit_test(test_line_ceiling),
     };

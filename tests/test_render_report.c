@@ -6,6 +6,9 @@
 // tabulates B/A. A requirement of one backend's rows (F.csv[backend=cuda]) holds only when
 // such a row exists, and reads its reason from F.cuda.skip. Template mistakes name the
 // template line, and a failed render leaves no PDF behind. bin/render's command line is checked when $INFERLAB_BIN has it.
+// Other tools read the PDFs cleanly (no pdftotext / pdftoppm warnings, qpdf --check passes,
+// and ×, ≈, μ, → extract), and tables too wide for the page keep their words whole (smaller
+// type, then breaks after _ / -), checked word by word with pdftotext -bbox.
 // Run: make build/tests/test_render_report && ./build/tests/test_render_report
 #include <setjmp.h>
 #include <stdarg.h>
@@ -62,6 +65,30 @@ static char *pdf_text(const char *pdf) {
 
 static void expect_text(const char *text, const char *want) {
     if (!strstr(text, want)) fail_msg("the PDF's text lacks '%s'", want);
+}
+
+// Other tools read the PDF cleanly: poppler's pdftotext and pdftoppm print nothing on
+// stderr (libharu's own ToUnicode CMap made them warn on every page), and qpdf --check
+// finds no error.
+static void expect_clean_for_tools(const char *pdf) {
+    char cmd[1600];
+    int status;
+    snprintf(cmd, sizeof cmd, "pdftotext '%s' /dev/null 2>&1", pdf);
+    char *out = command_output(cmd, &status);
+    if (status != 0 || *out) fail_msg("pdftotext: status %d, '%s'", status, out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "pdftoppm -r 12 -png '%s' '%s/page' 2>&1 && rm -f '%s'/page*.png", pdf, scratch, scratch);
+    out = command_output(cmd, &status);
+    if (status != 0 || *out) fail_msg("pdftoppm: status %d, '%s'", status, out);
+    free(out);
+    if (!have_program("qpdf")) {
+        print_message("qpdf missing (make deps): qpdf --check skipped\n");
+        return;
+    }
+    snprintf(cmd, sizeof cmd, "qpdf --check '%s' 2>&1", pdf);
+    out = command_output(cmd, &status);
+    if (status != 0 || !strstr(out, "No syntax or stream encoding errors found")) fail_msg("qpdf --check: status %d, '%s'", status, out);
+    free(out);
 }
 
 // No temp files ("NAME.tmp.PID") may be left in dir.
@@ -167,7 +194,9 @@ static void test_single_report(void **state) {
         "Table 3 (continued)", "Not run: no CUDA device (the CUDA runtime reports",
         "Not run: the speculative experiment has not been written yet",
         "said unto them, \"Go ye forth.\"", // a quoted CSV cell, doubled quotes undone
-        "512 MiB", "2.58", "T×T", "32 MiB at 4K tokens", "20 GB/s and 150 GFLOP/s"};
+        "512 MiB", "2.58", "T×T", "32 MiB at 4K tokens", "20 GB/s and 150 GFLOP/s",
+        "reads ≈ 2 μs of keys per token → the cache"}; // non-Latin-1 characters extract
+
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) expect_text(text, want[i]);
     // the speed-up paragraph, computed here from the fixture CSV
     double slow = fixture_value(run_a, "kv_cache.csv", "total_ms", "mode", "nocache", "prompt_len", "256", "gen_len", "128");
@@ -176,6 +205,7 @@ static void test_single_report(void **state) {
     snprintf(speedup, sizeof speedup, "256 + 128 tokens is %.3g×", slow / fast);
     expect_text(text, speedup);
     free(text);
+    expect_clean_for_tools(out);
 }
 
 // --- two runs -------------------------------------------------------------------------------
@@ -210,6 +240,7 @@ static void test_compare_report(void **state) {
     snprintf(line, sizeof line, "%.3g×", db / da);
     expect_text(text, line);
     free(text);
+    expect_clean_for_tools(out);
 }
 
 static void test_compare_default_path(void **state) {
@@ -224,6 +255,148 @@ static void test_compare_default_path(void **state) {
         assert_string_equal(p, cases[i][2]);
         free(p);
     }
+}
+
+// --- tables keep their words whole ------------------------------------------------------------
+
+typedef struct {
+    double x, y; // top left corner
+    char text[128];
+} PdfWord;
+
+// Every word pdftotext finds in the PDF, with its position (pdftotext -bbox).
+static PdfWord *pdf_words(const char *pdf, int *n) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "pdftotext -bbox '%s' - 2>/dev/null", pdf);
+    char *xml = command_output(cmd, NULL);
+    PdfWord *words = NULL;
+    *n = 0;
+    for (char *s = xml; (s = strstr(s, "<word "));) {
+        PdfWord w;
+        int end = 0;
+        if (sscanf(s, "<word xMin=\"%lf\" yMin=\"%lf\" %*[^>]>%n", &w.x, &w.y, &end) != 2 || end == 0) fail_msg("pdftotext -bbox: %.60s", s);
+        s += end;
+        size_t len = strcspn(s, "<");
+        snprintf(w.text, sizeof w.text, "%.*s", (int)len, s);
+        words = reallocCheck(words, (size_t)(*n + 1) * sizeof *words);
+        words[(*n)++] = w;
+    }
+    free(xml);
+    return words;
+}
+
+// The word whose line continues words[i] in a left-aligned cell: the same left edge, on the
+// nearest line below. -1 when there is none.
+static int next_line_in_cell(const PdfWord *words, int n, int i) {
+    int best = -1;
+    for (int k = 0; k < n; k++)
+        if (fabs(words[k].x - words[i].x) < 0.5 && words[k].y > words[i].y + 1 && (best < 0 || words[k].y < words[best].y)) best = k;
+    return best;
+}
+
+// 1 when `want` is in the PDF: as one word, or (broken) as pieces that each end in '_', '/'
+// or '-' and continue at the start of the cell's next line.
+static int has_word(const PdfWord *words, int n, const char *want, int *broken) {
+    for (int i = 0; i < n; i++) {
+        char joined[512] = "";
+        for (int k = i; k >= 0 && strlen(joined) < strlen(want); k = next_line_in_cell(words, n, k)) {
+            size_t len = strlen(words[k].text);
+            strncat(joined, words[k].text, sizeof joined - strlen(joined) - 1);
+            if (strcmp(joined, want) == 0) {
+                if (k != i) *broken = 1;
+                return 1;
+            }
+            if (len == 0 || !strchr("_/-", words[k].text[len - 1]) || strncmp(joined, want, strlen(joined)) != 0) break;
+        }
+    }
+    return 0;
+}
+
+// A run directory with one CSV, wide.csv: a header and n_rows copies of one row.
+static void write_wide_run(const char *run, const char *const *header, const char *const *row, int n_cols, int n_rows) {
+    mkdir(run, 0777);
+    char path[800], text[8192] = "";
+    for (int c = 0; c < n_cols; c++) snprintf(text + strlen(text), sizeof text - strlen(text), "%s%s", c ? "," : "", header[c]);
+    for (int r = 0; r < n_rows; r++) {
+        strcat(text, "\n");
+        for (int c = 0; c < n_cols; c++) snprintf(text + strlen(text), sizeof text - strlen(text), "%s%s", c ? "," : "", row[c]);
+    }
+    strcat(text, "\n");
+    snprintf(path, sizeof path, "%s/wide.csv", run);
+    write_text(path, text);
+}
+
+// Render `run` with one table of all of wide.csv's columns; the status and the PDF's words.
+static int render_wide(const char *run, const char *const *header, int n_cols, int strict, PdfWord **words, int *n_words, Error *err) {
+    char tmpl[800], out[800], body[4096] = "@section Wide\n@table\ncsv: wide.csv\ncolumns: ";
+    for (int c = 0; c < n_cols; c++) snprintf(body + strlen(body), sizeof body - strlen(body), "%s%s", c ? ", " : "", header[c]);
+    strcat(body, "\nformats: raw\ncaption: A wide table.\n@end\n");
+    snprintf(tmpl, sizeof tmpl, "%s/wide.tmpl", run);
+    snprintf(out, sizeof out, "%s/wide.pdf", run);
+    write_text(tmpl, body);
+    ReportOptions o = report_defaults();
+    o.template_path = tmpl;
+    o.out_path = out;
+    o.strict = strict;
+    int status = report_render(&o, run, err);
+    if (status == 0) *words = pdf_words(out, n_words);
+    return status;
+}
+
+static void test_table_words_stay_whole(void **state) {
+    (void)state;
+    require_poppler();
+    char run[700];
+    Error err;
+    PdfWord *words;
+    int n, broken = 0;
+    // the hardware budget's table: its widest words do not fit side by side in 8.5 pt type
+    // (the old layout cut "weight s", "decod e", "comput e"); smaller type keeps them whole
+    static const char *const budget_h[] = {"model", "weights", "hardware", "KV tokens that fit", "decode b=1 (ms)",
+                                           "decode b=64 (ms)", "b=64 bound", "tokens/s at b=64", "prefill 1K (ms)"};
+    static const char *const budget_r[] = {"DeepSeek-V2-Lite", "bf16", "intel-xeon-2c measured", "1234567",
+                                           "0.000123456", "123456.78", "compute", "1234567.8", "1400090.5"};
+    snprintf(run, sizeof run, "%s/run_budget", scratch);
+    write_wide_run(run, budget_h, budget_r, 9, 3);
+    if (render_wide(run, budget_h, 9, 1, &words, &n, &err)) fail_msg("%s", err.msg);
+    static const char *const whole[] = {"weights", "decode", "compute", "intel-xeon-2c", "measured", "DeepSeek-V2-Lite",
+                                        "0.000123456", "1400090.5", "prefill"};
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++) {
+        int found = 0;
+        for (int k = 0; k < n && !found; k++) found = strcmp(words[k].text, whole[i]) == 0;
+        if (!found) fail_msg("'%s' is not one word in the table", whole[i]);
+    }
+    free(words);
+
+    // snake_case headers too long for any type size: they break after '_', never inside a piece
+    static const char *const snake_h[] = {"name", "passkey_worst_depth_accuracy", "val_bits_per_byte_mean",
+                                          "decode_ms_b64_median_p90", "prefill_ms_1k_tokens_median", "kv_bytes_per_token_bf16",
+                                          "intensity_b64_flop_per_byte", "throughput_b64_tok_s_bound", "ridge_flop_per_byte_fp32"};
+    static const char *const snake_r[] = {"draft-xs", "high", "low", "mid", "high", "low", "mid", "high", "low"};
+    snprintf(run, sizeof run, "%s/run_snake", scratch);
+    write_wide_run(run, snake_h, snake_r, 9, 2);
+    if (render_wide(run, snake_h, 9, 1, &words, &n, &err)) fail_msg("%s", err.msg);
+    for (int c = 0; c < 9; c++)
+        if (!has_word(words, n, snake_h[c], &broken)) fail_msg("header '%s' is cut inside a piece", snake_h[c]);
+    assert_true(broken); // some did break, after an '_'
+    broken = 0;
+    assert_true(has_word(words, n, "draft-xs", &broken));
+    assert_false(broken); // a short word stays whole when there is room
+    free(words);
+
+    // a table no type size fits: words are cut, a warning, and under --strict an error
+    static const char *const many[24] = {"abcdefghijklmnopq", "bcdefghijklmnopqr", "cdefghijklmnopqrs", "defghijklmnopqrst",
+                                         "efghijklmnopqrstu", "fghijklmnopqrstuv", "ghijklmnopqrstuvw", "hijklmnopqrstuvwx",
+                                         "ijklmnopqrstuvwxy", "jklmnopqrstuvwxyz", "klmnopqrstuvwxyza", "lmnopqrstuvwxyzab",
+                                         "mnopqrstuvwxyzabc", "nopqrstuvwxyzabcd", "opqrstuvwxyzabcde", "pqrstuvwxyzabcdef",
+                                         "qrstuvwxyzabcdefg", "rstuvwxyzabcdefgh", "stuvwxyzabcdefghi", "tuvwxyzabcdefghij",
+                                         "uvwxyzabcdefghijk", "vwxyzabcdefghijkl", "wxyzabcdefghijklm", "xyzabcdefghijklmn"};
+    snprintf(run, sizeof run, "%s/run_many", scratch);
+    write_wide_run(run, many, many, 24, 1);
+    assert_int_equal(render_wide(run, many, 24, 1, &words, &n, &err), -1);
+    if (!strstr(err.msg, "wide.tmpl:4: Table 1 is too wide for the page")) fail_msg("got '%s'", err.msg);
+    if (render_wide(run, many, 24, 0, &words, &n, &err)) fail_msg("%s", err.msg);
+    free(words);
 }
 
 // --- mistakes -------------------------------------------------------------------------------
@@ -374,7 +547,7 @@ int main(void) {
         cmocka_unit_test(test_single_report),     cmocka_unit_test(test_compare_report),
         cmocka_unit_test(test_compare_default_path), cmocka_unit_test(test_template_mistakes),
         cmocka_unit_test(test_malformed_run_csv), cmocka_unit_test(test_requires_rows_of_a_backend),
-        cmocka_unit_test(test_command_line),
+        cmocka_unit_test(test_command_line),      cmocka_unit_test(test_table_words_stay_whole),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
