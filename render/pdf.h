@@ -1,7 +1,8 @@
 // pdf.h: the report's PDF, written with libharu: a title page, a contents page, headings
 // with bookmarks, wrapped paragraphs, "not run" notices, figures with numbered captions,
 // tables that break across pages with their header repeated, running headers and page
-// numbers. Text is UTF-8 in embedded DejaVu fonts, so ×, ≈, μ, → and ≤ print. Content
+// numbers. Text is UTF-8 in embedded DejaVu fonts, so ×, ≈, μ, → and ≤ print (and extract:
+// each font carries a valid ToUnicode CMap). Content
 // flows top to bottom on A4 pages; the contents, page numbers and running headers are
 // added at pdf_save, when the page count is known, and the file is written atomically.
 //
