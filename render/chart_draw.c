@@ -845,10 +845,11 @@ static void draw_heatmap(Plot *p) {
     double top = 6 + (c->title ? text_height(TITLE_SIZE) + 4 : 0);
     double right = 12 + bar_w + TICK_LEN + 2 + widest_label(p, &za) + (c->zlabel ? 4 + text_height(LABEL_SIZE) : 0) + 4;
     double left = 4 + (c->ylabel ? text_height(LABEL_SIZE) + 4 : 0) + widest_category(p, c->rows, c->n_rows) + 4;
-    // column labels wider than their cells slant, as a bar chart's do
+    // column labels wider than their cells slant, as a bar chart's do (given at most a third
+    // of the height: longer ones run off the image rather than squash the cells)
     double cw = (p->W - right - left) / c->n_categories, widest = widest_category(p, c->categories, c->n_categories);
     int slant = widest > cw - 4;
-    double labels = 4 + (slant ? widest * sin(-CATEGORY_ANGLE) + 4 : text_height(TICK_SIZE)) + 4;
+    double labels = 4 + (slant ? fmin(widest * sin(-CATEGORY_ANGLE), p->H / 3) + 4 : text_height(TICK_SIZE)) + 4;
     double bottom = labels + (c->xlabel ? text_height(LABEL_SIZE) + 2 : 0);
     p->plot = (Rect){left, top, p->W - right, p->H - bottom};
     double ch = (p->plot.y1 - p->plot.y0) / c->n_rows;
