@@ -338,8 +338,12 @@ static HPDF_Font load_font(Pdf *pdf, const char *file, Error *err) {
     }
     const char *name = HPDF_LoadTTFontFromFile(pdf->doc, path, HPDF_TRUE);
     HPDF_Font font = name ? HPDF_GetFont(pdf->doc, name, "UTF-8") : NULL;
-    if (!font || pdf->error || write_unicode_map(font)) {
+    if (!font || pdf->error) {
         error_set(err, "%s: libharu cannot load this font (error 0x%04X)", path, (unsigned)pdf->error);
+        return NULL;
+    }
+    if (write_unicode_map(font)) {
+        error_set(err, "%s: cannot replace libharu's ToUnicode CMap of this font (error 0x%04X)", path, (unsigned)pdf->error);
         return NULL;
     }
     return font;
