@@ -229,52 +229,67 @@ void dequantize_matrix(DType t, float *dst, const void *src, int rows, int cols)
 }
 
 // ---- SIMD: 16 weights at a time -------------------------------------------------------------
-// Every kernel below is written once over three primitives: 16 int8 codes (loaded, or the low
-// or high nibbles of 16 bytes minus a bias), an accumulator, and acc += (codes * d + m) * x for
-// 16 weights. Each target implements the primitives; the format loops are shared.
+// Every kernel below is written once over four primitives: 16 int8 codes (loaded, or the low or
+// high nibbles of 16 bytes minus a bias), and 16-lane vectors with p += codes * x, s += x (the
+// sums of a block) and acc += p * d (a block's sum scaled into the row's total). A block's
+// products chain only within the block; the accumulator takes one FMA per block, so the loads
+// and conversions of consecutive blocks overlap. Each target implements the primitives.
 
 #if defined(__AVX512F__)
 #define SIMD_NAME "avx512"
 typedef __m128i Codes;
-typedef __m512 Acc;
-static inline Acc acc_zero(void) { return _mm512_setzero_ps(); }
-static inline float acc_sum(Acc a) { return _mm512_reduce_add_ps(a); }
-static inline Acc acc_fma16(Acc acc, Codes c, float d, float m, const float *x) {
-    __m512 w = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c)), _mm512_set1_ps(d), _mm512_set1_ps(m));
-    return _mm512_fmadd_ps(w, _mm512_loadu_ps(x), acc);
+typedef __m512 Vec;
+static inline Vec vec_zero(void) { return _mm512_setzero_ps(); }
+static inline float vec_sum(Vec a) { return _mm512_reduce_add_ps(a); }
+static inline Vec vec_dot16(Vec p, Codes c, const float *x) {
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c)), _mm512_loadu_ps(x), p);
 }
+static inline Vec vec_add16(Vec s, const float *x) { return _mm512_add_ps(s, _mm512_loadu_ps(x)); }
+static inline Vec vec_scale_add(Vec acc, Vec p, float d) { return _mm512_fmadd_ps(p, _mm512_set1_ps(d), acc); }
 #elif defined(__AVX2__) && defined(__FMA__)
 #define SIMD_NAME "avx2"
 typedef __m128i Codes;
-typedef struct { __m256 lo, hi; } Acc;
-static inline Acc acc_zero(void) { return (Acc){_mm256_setzero_ps(), _mm256_setzero_ps()}; }
-static inline float acc_sum(Acc a) {
+typedef struct { __m256 lo, hi; } Vec;
+static inline Vec vec_zero(void) { return (Vec){_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+static inline float vec_sum(Vec a) {
     __m256 s = _mm256_add_ps(a.lo, a.hi);
     __m128 q = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
     q = _mm_add_ps(q, _mm_movehl_ps(q, q));
     q = _mm_add_ss(q, _mm_movehdup_ps(q));
     return _mm_cvtss_f32(q);
 }
-static inline __m256 fma8(__m256 acc, __m128i c8, __m256 d, __m256 m, const float *x) {
-    __m256 w = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c8)), d, m);
-    return _mm256_fmadd_ps(w, _mm256_loadu_ps(x), acc);
+static inline __m256 cvt8(__m128i c8) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c8)); }
+static inline Vec vec_dot16(Vec p, Codes c, const float *x) {
+    return (Vec){_mm256_fmadd_ps(cvt8(c), _mm256_loadu_ps(x), p.lo),
+                 _mm256_fmadd_ps(cvt8(_mm_srli_si128(c, 8)), _mm256_loadu_ps(x + 8), p.hi)};
 }
-static inline Acc acc_fma16(Acc acc, Codes c, float d, float m, const float *x) {
-    __m256 vd = _mm256_set1_ps(d), vm = _mm256_set1_ps(m);
-    return (Acc){fma8(acc.lo, c, vd, vm, x), fma8(acc.hi, _mm_srli_si128(c, 8), vd, vm, x + 8)};
+static inline Vec vec_add16(Vec s, const float *x) {
+    return (Vec){_mm256_add_ps(s.lo, _mm256_loadu_ps(x)), _mm256_add_ps(s.hi, _mm256_loadu_ps(x + 8))};
+}
+static inline Vec vec_scale_add(Vec acc, Vec p, float d) {
+    __m256 vd = _mm256_set1_ps(d);
+    return (Vec){_mm256_fmadd_ps(p.lo, vd, acc.lo), _mm256_fmadd_ps(p.hi, vd, acc.hi)};
 }
 #else
 #define SIMD_NAME "scalar"
 typedef struct { int8_t v[16]; } Codes;
-typedef struct { float v[16]; } Acc;
-static inline Acc acc_zero(void) { return (Acc){{0}}; }
-static inline float acc_sum(Acc a) {
+typedef struct { float v[16]; } Vec;
+static inline Vec vec_zero(void) { return (Vec){{0}}; }
+static inline float vec_sum(Vec a) {
     float s = 0.0f;
     for (int i = 0; i < 16; i++) s += a.v[i];
     return s;
 }
-static inline Acc acc_fma16(Acc acc, Codes c, float d, float m, const float *x) {
-    for (int i = 0; i < 16; i++) acc.v[i] += (c.v[i] * d + m) * x[i];
+static inline Vec vec_dot16(Vec p, Codes c, const float *x) {
+    for (int i = 0; i < 16; i++) p.v[i] += c.v[i] * x[i];
+    return p;
+}
+static inline Vec vec_add16(Vec s, const float *x) {
+    for (int i = 0; i < 16; i++) s.v[i] += x[i];
+    return s;
+}
+static inline Vec vec_scale_add(Vec acc, Vec p, float d) {
+    for (int i = 0; i < 16; i++) acc.v[i] += p.v[i] * d;
     return acc;
 }
 #endif
@@ -301,59 +316,60 @@ static inline Codes codes_nibbles(const uint8_t *p, int high, int bias) {
 
 const char *quant_simd_name(void) { return SIMD_NAME; }
 
-// Two accumulators per kernel (a block's halves), so consecutive FMAs do not wait on each other.
 static float dot_q8_0(const uint8_t *b, const float *x, int n) {
-    Acc a0 = acc_zero(), a1 = acc_zero();
+    Vec acc = vec_zero();
     for (int k = 0; k < n / 32; k++, b += 34, x += 32) {
-        float d = half_at(b);
-        a0 = acc_fma16(a0, codes_i8(b + 2), d, 0.0f, x);
-        a1 = acc_fma16(a1, codes_i8(b + 18), d, 0.0f, x + 16);
+        Vec p = vec_dot16(vec_dot16(vec_zero(), codes_i8(b + 2), x), codes_i8(b + 18), x + 16);
+        acc = vec_scale_add(acc, p, half_at(b));
     }
-    return acc_sum(a0) + acc_sum(a1);
+    return vec_sum(acc);
 }
 
 static float dot_q4_0(const uint8_t *b, const float *x, int n) {
-    Acc a0 = acc_zero(), a1 = acc_zero();
+    Vec acc = vec_zero();
     for (int k = 0; k < n / 32; k++, b += 18, x += 32) {
-        float d = half_at(b);
-        a0 = acc_fma16(a0, codes_nibbles(b + 2, 0, 8), d, 0.0f, x);
-        a1 = acc_fma16(a1, codes_nibbles(b + 2, 1, 8), d, 0.0f, x + 16);
+        Vec p = vec_dot16(vec_dot16(vec_zero(), codes_nibbles(b + 2, 0, 8), x), codes_nibbles(b + 2, 1, 8), x + 16);
+        acc = vec_scale_add(acc, p, half_at(b));
     }
-    return acc_sum(a0) + acc_sum(a1);
+    return vec_sum(acc);
 }
 
 static float dot_int8(const uint8_t *b, const float *x, int n) {
     float s;
     memcpy(&s, b, sizeof s);
     const uint8_t *q = b + 4;
-    Acc a0 = acc_zero(), a1 = acc_zero();
+    Vec p0 = vec_zero(), p1 = vec_zero(); // one scale for the row: two chains of products
     int j = 0;
     for (; j + 32 <= n; j += 32) {
-        a0 = acc_fma16(a0, codes_i8(q + j), s, 0.0f, x + j);
-        a1 = acc_fma16(a1, codes_i8(q + j + 16), s, 0.0f, x + j + 16);
+        p0 = vec_dot16(p0, codes_i8(q + j), x + j);
+        p1 = vec_dot16(p1, codes_i8(q + j + 16), x + j + 16);
     }
     float tail = 0.0f;
     for (; j < n; j++) tail += (int8_t)q[j] * x[j];
-    return acc_sum(a0) + acc_sum(a1) + s * tail;
+    return s * (vec_sum(p0) + vec_sum(p1) + tail);
 }
 
+// sum over a group of (q d + m) x = d * sum q x + m * sum x
 static float dot_int4(DType t, const uint8_t *b, const float *x, int n) {
     int G = int4_group(t);
-    Acc a0 = acc_zero(), a1 = acc_zero();
+    Vec acc = vec_zero(), acc_m = vec_zero();
     float tail = 0.0f;
     for (int k = 0; k * G < n; k++) {
         int len = block_len(G, n, k), half = len / 2, j = 0;
         const float *xg = x + (size_t)k * G;
         float d = half_at(b), m = half_at(b + 2);
+        Vec p = vec_zero(), sx = vec_zero();
         for (; j + 16 <= half; j += 16) {
-            a0 = acc_fma16(a0, codes_nibbles(b + 4 + j, 0, 0), d, m, xg + j);
-            a1 = acc_fma16(a1, codes_nibbles(b + 4 + j, 1, 0), d, m, xg + half + j);
+            p = vec_dot16(vec_dot16(p, codes_nibbles(b + 4 + j, 0, 0), xg + j), codes_nibbles(b + 4 + j, 1, 0), xg + half + j);
+            sx = vec_add16(vec_add16(sx, xg + j), xg + half + j);
         }
+        acc = vec_scale_add(acc, p, d);
+        acc_m = vec_scale_add(acc_m, sx, m);
         for (; j < half; j++)
             tail += ((b[4 + j] & 0x0F) * d + m) * xg[j] + ((b[4 + j] >> 4) * d + m) * xg[half + j];
         b += block_bytes(t, len);
     }
-    return acc_sum(a0) + acc_sum(a1) + tail;
+    return vec_sum(acc) + vec_sum(acc_m) + tail;
 }
 
 float dot_row(DType t, const void *row, const float *x, int n) {
