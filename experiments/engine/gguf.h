@@ -1,6 +1,6 @@
 // gguf.h: checkpoints in GGUF v3, the llama.cpp ecosystem's format: a bounds-checked reader
-// and a writer of metadata and F32/F16 tensors, and on top of them the model checkpoint
-// (Config + Weights + Tokenizer). Tests: `make build/tests/test_gguf && ./build/tests/test_gguf`.
+// and a writer of metadata and F32 / F16 / quantised (Q8_0, Q4_0, our int8 / int4) tensors, and
+// on top of them the model checkpoint (Config + Weights + Tokenizer, quantised matrices kept). Tests: `make build/tests/test_gguf && ./build/tests/test_gguf`.
 //
 // File layout (little-endian; strings are u64 length + bytes, no NUL):
 //   "GGUF" u32 version (3) u64 n_tensors u64 n_kv
