@@ -195,8 +195,9 @@ static int parse_tensor_info(Cursor *c, GGUFTensor *t, size_t index) {
     if (dtype < 0)
         return error_set(c->err, "%s: %s has type %s (%u); only F32, F16, Q4_0, Q8_0 and inferlab's int8 / int4 are supported",
                          c->path, what, ggml_type_name(type), type);
-    if (dtype != DTYPE_F32 && dtype != DTYPE_F16 && (t->dims[0] > INT_MAX || !dtype_holds_row(dtype, (int)t->dims[0])))
-        return error_set(c->err, "%s: %s: rows of %llu weights cannot be %s", c->path, what,
+    if (dtype != DTYPE_F32 && dtype != DTYPE_F16 &&
+        (t->dims[0] > INT_MAX || !dtype_holds_row(dtype, (int)t->dims[0]) || n / t->dims[0] > INT_MAX))
+        return error_set(c->err, "%s: %s: rows of %llu weights cannot be %s (or too many rows)", c->path, what,
                          (unsigned long long)t->dims[0], dtype_name(dtype));
     t->type = (GGMLType)type;
     t->n_elems = (size_t)n;
