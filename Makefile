@@ -17,6 +17,8 @@ BIN      := $(if $(filter 1,$(SANITIZE)),$(BUILD)/bin,bin)
 
 DEB_PACKAGES := build-essential pkg-config libopenblas-openmp-dev libcairo2-dev libhpdf-dev \
                 libcmocka-dev bible-kjv fonts-dejavu-core poppler-utils qpdf gzip bzip2 xz-utils
+# PyPI packages the tests use: gguf, llama.cpp's reference GGUF reader (test_quantized)
+PY_PACKAGES  := gguf
 
 # Each layer sees only its own headers and those below it (DESIGN.md, "Layout"), so an include
 # that points upward fails to compile: base <- kernels <- engine <- lab <- programs and tests;
@@ -29,7 +31,11 @@ RENDER_INC := $(BASE_INC) -Irender
 # programs and tests: everything, each experiment's directory too (tests include its helpers)
 INCLUDES   := $(LAB_INC) -Irender \
               $(patsubst %/,-I%,$(filter-out experiments/engine/ experiments/lab/,$(wildcard experiments/*/)))
-CFLAGS   := -std=c11 -D_GNU_SOURCE -O2 -fvect-cost-model=dynamic -march=native -fopenmp -Wall -Wextra -MMD -MP -g
+# MARCH: the CPU the build targets; the quantised kernels use AVX-512 or AVX2 where it has them
+# (`make MARCH=x86-64-v3 BUILD=build-avx2 build-avx2/tests/test_quant` tests the AVX2 path on an
+# AVX-512 machine, MARCH=x86-64 the scalar one).
+MARCH    ?= native
+CFLAGS   := -std=c11 -D_GNU_SOURCE -O2 -fvect-cost-model=dynamic -march=$(MARCH) -fopenmp -Wall -Wextra -MMD -MP -g
 ifeq ($(WERROR),1)
 CFLAGS   += -Werror
 endif
@@ -95,9 +101,9 @@ $(BUILD)/experiments/lab/hw.o: CFLAGS += -DINFERLAB_CFLAGS='"$(HW_CFLAGS)"'
 # only it uses) built into bin/<name>, a step of `make report` and of the end-to-end test; the
 # CUDA ones also run with --backend cuda where there is a GPU. TOOLS have the same layout and
 # are not report steps. A program of one file, experiments/<name>.c, builds as bin/<name> too.
-EXPERIMENTS      := sampling speculative kv_cache attention_kernels hardware_budget
+EXPERIMENTS      := sampling speculative kv_cache attention_kernels hardware_budget quantization
 CUDA_EXPERIMENTS := kv_cache attention_kernels hardware_budget
-TOOLS            := generate hwinfo
+TOOLS            := generate hwinfo quantize
 LAB_SRC    := $(wildcard experiments/lab/*.c)
 HELPER_SRC := $(filter-out %/main.c,$(wildcard $(patsubst %,experiments/%/*.c,$(EXPERIMENTS) $(TOOLS))))
 LAB_LIB    := $(BUILD)/liblab.a
@@ -132,6 +138,10 @@ deps:
 	    echo "deps: installing" $$missing; \
 	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
 	fi
+	@for p in $(PY_PACKAGES); do python3 -c "import $$p" 2>/dev/null && continue; \
+	    if [ "$$(id -u)" != 0 ]; then echo "deps: missing Python package $$p; run: pip install $$p"; exit 1; fi; \
+	    echo "deps: installing Python package $$p"; \
+	    python3 -m pip install -q $$p 2>/dev/null || python3 -m pip install -q --break-system-packages $$p; done
 
 # --- build ------------------------------------------------------------------------------
 $(CONFIG_STAMP): FORCE
@@ -237,6 +247,9 @@ hardware_budget_CSV        = hardware_budget.csv
 hardware_budget_ARGS       = --model $(TARGET)
 hardware_budget_INPUTS     = $(TARGET) templates/hardware.csv templates/model_presets.csv
 hardware_budget_CUDA_SKIP  = hardware_measured.cuda.skip
+quantization_CSV           = quantization.csv
+quantization_ARGS          = --model $(TARGET)
+quantization_INPUTS        = $(TARGET)
 
 # On a machine with a GPU (the build has CUDA and `nvidia-smi -L` lists a device) the report
 # also runs the CUDA experiments' --backend cuda variants into the same run directory: each is

@@ -10,6 +10,11 @@ void ref_rmsnorm(float *out, const float *x, const float *weight, int T, int C, 
 void ref_softmax_rows(float *x, int rows, int n);
 void ref_rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *inv_freq, float mscale);
 void ref_swiglu(float *out, const float *gate, const float *up, int T, int H);
+// The quantised formats of quant.h, one weight at a time: weight i of a stored row of n, found
+// from its block and its place in it (the twin of dequantize_row), and the dot of a stored row
+// with x accumulated in double (the twin of dot_row).
+float ref_dequantize_weight(DType t, const void *row, int n, int i);
+double ref_dot_row(DType t, const void *row, const float *x, int n);
 // Queries q (n_q, n_heads * hd) at positions pos0 .. pos0 + n_q - 1 of one sequence whose
 // keys and values k, v are (>= pos0 + n_q, n_kv_heads * hd): attention_kv for a single sequence.
 void ref_attention_kv(float *out, const float *q, const float *k, const float *v, int n_q, int pos0,

@@ -152,6 +152,13 @@ static const struct {
     {"sgemm_peak.csv", "backend,n,threads,reps,time_ms_median,time_ms_p10,time_ms_p90,gflop_s,gflop_s_best,mode", 1},
     {"hardware_budget.csv", NULL, 144},
     {"roofline.csv", NULL, 43},
+    // fp32 and the six round-to-nearest formats; the model also in AWQ int4 g = 32, 64, 128
+    {"quantization_synthetic.csv", "format,bits_per_weight,weights,set_bytes,stream_gb_s,matvec_ms_median,matvec_ms_p10,"
+                                   "matvec_ms_p90,reps,gb_s_median,speedup_vs_fp32,byte_ratio_vs_fp32", 7},
+    {"quantization.csv", "format,method,group_size,bits_per_weight,file_bytes,decode_step_bytes,val_bits_per_byte,"
+                         "val_bits_per_byte_delta,passkey_accuracy,passkey_samples,decode_tok_s_median,decode_tok_s_p10,"
+                         "decode_tok_s_p90,prefill_tok_s_median,prefill_tok_s_p10,prefill_tok_s_p90,decode_reps,"
+                         "prefill_reps,decode_gb_s,stream_gb_s,bandwidth_fraction", 10},
 };
 
 static void test_csv_headers_and_rows(void **state) {
@@ -258,7 +265,7 @@ static void test_pdf_text(void **state) {
     char pdf[1300];
     snprintf(pdf, sizeof pdf, "%s/report.pdf", out_dir);
     char *text = pdf_text(pdf);
-    const char *must[] = {"inferlab lab report", "Sampling", "Speculative decoding", "KV cache", "Attention kernels", "Hardware budget",
+    const char *must[] = {"inferlab lab report", "Sampling", "Speculative decoding", "KV cache", "Attention kernels", "Hardware budget", "Quantization",
                           "Figure 1", "Table 1", "quick profile"};
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         if (!strstr(text, must[i])) fail_msg("report text lacks '%s'", must[i]);
@@ -337,6 +344,9 @@ static const struct {
     {"attention_kernels.csv",
      "backend,seq_len,causal,impl,batch,heads,head_dim,threads,work_bytes,io_bytes,max_abs_err,dtype,peak_bytes,"
      "max_rel_err,rows_checked"},
+    {"quantization_synthetic.csv", "format,bits_per_weight,weights,set_bytes,reps,byte_ratio_vs_fp32"},
+    {"quantization.csv", "format,method,group_size,bits_per_weight,file_bytes,decode_step_bytes,val_bits_per_byte,"
+                         "val_bits_per_byte_delta,passkey_accuracy,passkey_samples,decode_reps,prefill_reps"},
 };
 
 static void compare_columns(const char *file, const char *columns) {

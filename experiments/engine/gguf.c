@@ -10,6 +10,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "quant.h"
+#include "quantized.h"
+
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "gguf.c moves little-endian values with memcpy: port it before using a big-endian host"
 #endif
@@ -36,7 +39,32 @@ static const char *ggml_type_name(uint32_t type) {
     return type < sizeof names / sizeof names[0] ? names[type] : "unknown";
 }
 
-static size_t ggml_type_size(GGMLType type) { return type == GGML_TYPE_F32 ? 4 : 2; }
+// The tensor types we read and write, beside the weight type of each.
+static const struct { GGMLType ggml; DType dtype; } TYPES[] = {
+    {GGML_TYPE_F32, DTYPE_F32},   {GGML_TYPE_F16, DTYPE_F16},          {GGML_TYPE_Q4_0, DTYPE_Q4_0},
+    {GGML_TYPE_Q8_0, DTYPE_Q8_0}, {GGML_TYPE_INFERLAB_I8, DTYPE_I8},   {GGML_TYPE_INFERLAB_I4_G32, DTYPE_I4_G32},
+    {GGML_TYPE_INFERLAB_I4_G64, DTYPE_I4_G64}, {GGML_TYPE_INFERLAB_I4_G128, DTYPE_I4_G128}};
+#define N_TYPES (sizeof TYPES / sizeof TYPES[0])
+
+int ggml_type_dtype(GGMLType t) {
+    for (size_t i = 0; i < N_TYPES; i++)
+        if (TYPES[i].ggml == t) return TYPES[i].dtype;
+    return -1;
+}
+
+int dtype_ggml_type(DType t) {
+    for (size_t i = 0; i < N_TYPES; i++)
+        if (TYPES[i].dtype == t) return TYPES[i].ggml;
+    return -1;
+}
+
+// Bytes of a tensor of n elements in rows of cols (F32 / F16: per element; quantised: whole
+// rows, of at most INT_MAX weights, as the reader checks).
+static size_t tensor_bytes(GGMLType type, size_t n, uint64_t cols) {
+    DType t = (DType)ggml_type_dtype(type);
+    if (t == DTYPE_F32 || t == DTYPE_F16) return n * dtype_size(t);
+    return cols ? n / cols * dtype_row_bytes(t, (int)cols) : 0;
+}
 
 static char *str_dup_n(const void *s, size_t n) {
     char *d = mallocCheck(n + 1);
@@ -51,38 +79,9 @@ static int is_power_of_two(uint64_t x) { return x && (x & (x - 1)) == 0; }
 
 // --- half precision --------------------------------------------------------------------
 
-float gguf_half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
-    // clang-format off
-    if (exp == 0x1f) bits = sign | 0x7f800000u | (mant << 13);          // inf, NaN
-    else if (exp != 0) bits = sign | ((exp + 112) << 23) | (mant << 13); // rebias 15 -> 127
-    else {                                                               // zero, subnormal: mant * 2^-24
-        float f = (float)mant * 5.9604644775390625e-8f;
-        memcpy(&bits, &f, 4);
-        bits |= sign;
-    }
-    // clang-format on
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-uint16_t gguf_float_to_half(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u) return sign | 0x7e00;  // NaN stays NaN (quiet)
-    if (ax >= 0x477ff000u) return sign | 0x7c00; // >= 65520 rounds past the largest half: inf
-    if (ax < 0x38800000u) {                      // below 2^-14: a subnormal half, in units of 2^-24
-        float a;
-        memcpy(&a, &ax, 4);
-        return sign | (uint16_t)nearbyintf(a * 16777216.0f); // default rounding: to nearest even
-    }
-    // Normal: drop 13 mantissa bits rounding to nearest even (a carry may bump the exponent).
-    uint32_t rounded = ax + 0xfffu + ((ax >> 13) & 1u);
-    return sign | (uint16_t)((rounded - (112u << 23)) >> 13);
-}
+// The kernels' conversions (kernels/quant.h), which the quantised formats' scales use too.
+float gguf_half_to_float(uint16_t h) { return fp16_to_fp32(h); }
+uint16_t gguf_float_to_half(float f) { return fp32_to_fp16(f); }
 
 // --- reading: a cursor that checks every byte it hands out -----------------------------
 
@@ -192,12 +191,17 @@ static int parse_tensor_info(Cursor *c, GGUFTensor *t, size_t index) {
         n *= t->dims[d];
     }
     if (cursor_read(c, &type, 4, what) || cursor_read(c, &t->offset, 8, what)) return -1;
-    if (type != GGML_TYPE_F32 && type != GGML_TYPE_F16)
-        return error_set(c->err, "%s: %s has type %s (%u); only F32 and F16 are supported", c->path, what,
-                         ggml_type_name(type), type);
+    int dtype = ggml_type_dtype((GGMLType)type);
+    if (dtype < 0)
+        return error_set(c->err, "%s: %s has type %s (%u); only F32, F16, Q4_0, Q8_0 and inferlab's int8 / int4 are supported",
+                         c->path, what, ggml_type_name(type), type);
+    if (dtype != DTYPE_F32 && dtype != DTYPE_F16 &&
+        (t->dims[0] > INT_MAX || !dtype_holds_row(dtype, (int)t->dims[0]) || n / t->dims[0] > INT_MAX))
+        return error_set(c->err, "%s: %s: rows of %llu weights cannot be %s (or too many rows)", c->path, what,
+                         (unsigned long long)t->dims[0], dtype_name(dtype));
     t->type = (GGMLType)type;
     t->n_elems = (size_t)n;
-    t->n_bytes = (size_t)n * ggml_type_size(t->type);
+    t->n_bytes = tensor_bytes(t->type, t->n_elems, t->dims[0]);
     return 0;
 }
 
@@ -502,6 +506,11 @@ int gguf_get_array_string(const GGUFFile *g, const char *key, GGUFString **out, 
 }
 
 void gguf_tensor_to_f32(const GGUFTensor *t, float *dst) {
+    DType dtype = (DType)ggml_type_dtype(t->type);
+    if (dtype_is_quantized(dtype)) {
+        dequantize_matrix(dtype, dst, t->data, (int)(t->n_elems / t->dims[0]), (int)t->dims[0]);
+        return;
+    }
     if (t->type == GGML_TYPE_F32) {
         if (t->n_bytes) memcpy(dst, t->data, t->n_bytes);
         return;
@@ -520,8 +529,9 @@ struct GGUFWriterTensor {
     GGMLType type;
     int n_dims;
     uint64_t dims[GGUF_MAX_DIMS];
-    size_t n_elems;
-    const float *data;
+    size_t n_elems, n_bytes;
+    const float *data;  // F32 / F16: the f32 values to store
+    const void *bytes;  // others: the bytes as stored
 };
 
 static void bytes_put(GGUFBytes *b, const void *p, size_t n) {
@@ -628,10 +638,9 @@ void gguf_set_alignment(GGUFWriter *w, uint32_t alignment) {
     w->alignment = alignment;
 }
 
-void gguf_add_tensor(GGUFWriter *w, const char *name, GGMLType type, int n_dims, const uint64_t *dims,
-                     const float *data) {
+static GGUFWriterTensor *add_tensor(GGUFWriter *w, const char *name, GGMLType type, int n_dims, const uint64_t *dims) {
     if (n_dims < 1 || n_dims > GGUF_MAX_DIMS) die("gguf: tensor '%s' has %d dimensions", name, n_dims);
-    if (type != GGML_TYPE_F32 && type != GGML_TYPE_F16) die("gguf: tensor '%s' has type %d", name, (int)type);
+    if (ggml_type_dtype(type) < 0) die("gguf: tensor '%s' has type %d", name, (int)type);
     for (size_t i = 0; i < w->n_tensors; i++)
         if (strcmp(w->tensors[i].name, name) == 0) die("gguf: tensor '%s' added twice", name);
     if (w->n_tensors == w->cap_tensors) {
@@ -647,10 +656,31 @@ void gguf_add_tensor(GGUFWriter *w, const char *name, GGMLType type, int n_dims,
         t->dims[d] = d < n_dims ? dims[d] : 1;
         t->n_elems *= t->dims[d];
     }
-    t->data = data;
+    t->n_bytes = tensor_bytes(type, t->n_elems, t->dims[0]);
+    t->data = NULL;
+    t->bytes = NULL;
+    return t;
+}
+
+void gguf_add_tensor(GGUFWriter *w, const char *name, GGMLType type, int n_dims, const uint64_t *dims,
+                     const float *data) {
+    if (type != GGML_TYPE_F32 && type != GGML_TYPE_F16) die("gguf: tensor '%s': type %d is stored from bytes", name, (int)type);
+    add_tensor(w, name, type, n_dims, dims)->data = data;
+}
+
+void gguf_add_tensor_bytes(GGUFWriter *w, const char *name, GGMLType type, int n_dims, const uint64_t *dims,
+                           const void *bytes) {
+    int dtype = ggml_type_dtype(type);
+    if (dtype >= 0 && dtype != DTYPE_F32 && dtype != DTYPE_F16 && !dtype_holds_row(dtype, (int)dims[0]))
+        die("gguf: tensor '%s': rows of %llu cannot be %s", name, (unsigned long long)dims[0], dtype_name(dtype));
+    add_tensor(w, name, type, n_dims, dims)->bytes = bytes;
 }
 
 static void write_tensor_data(FILE *f, const GGUFWriterTensor *t) {
+    if (t->bytes) {
+        fwriteCheck(t->bytes, 1, t->n_bytes, f);
+        return;
+    }
     if (t->type == GGML_TYPE_F32) {
         fwriteCheck(t->data, sizeof(float), t->n_elems, f);
         return;
@@ -678,7 +708,7 @@ void gguf_write(const GGUFWriter *w, const char *path) {
         for (int d = 0; d < t->n_dims; d++) bytes_u64(&head, t->dims[d]);
         bytes_u32(&head, t->type);
         bytes_u64(&head, offset);
-        offset += align_up(t->n_elems * ggml_type_size(t->type), w->alignment);
+        offset += align_up(t->n_bytes, w->alignment);
     }
     bytes_zeros(&head, align_up(head.len, w->alignment) - head.len);
 
@@ -688,9 +718,8 @@ void gguf_write(const GGUFWriter *w, const char *path) {
     bytes_zeros(&pad, w->alignment);
     for (size_t i = 0; i < w->n_tensors; i++) {
         const GGUFWriterTensor *t = &w->tensors[i];
-        size_t n_bytes = t->n_elems * ggml_type_size(t->type);
         write_tensor_data(af.f, t);
-        fwriteCheck(pad.p, 1, align_up(n_bytes, w->alignment) - n_bytes, af.f);
+        fwriteCheck(pad.p, 1, align_up(t->n_bytes, w->alignment) - t->n_bytes, af.f);
     }
     atomic_commit(&af);
     free(pad.p);
@@ -819,14 +848,25 @@ void model_save_gguf(const char *path, const Model *m, const Tokenizer *tok, GGM
     GGUFWriter w;
     gguf_writer_init(&w);
     gguf_set_string(&w, "general.architecture", "llama");
-    gguf_set_u32(&w, "general.file_type", wtype == GGML_TYPE_F16 ? 1 : 0);
+    const QuantWeights *q = m->quant;
+    // llama.cpp's file types: 0 all F32, 1 mostly F16, 2 mostly Q4_0, 7 mostly Q8_0
+    uint32_t file_type = q ? (q->dtype == DTYPE_Q4_0 ? 2 : q->dtype == DTYPE_Q8_0 ? 7 : 0) : wtype == GGML_TYPE_F16;
+    gguf_set_u32(&w, "general.file_type", file_type);
+    if (q) {
+        gguf_set_u32(&w, "general.quantization_version", 2);
+        gguf_set_string(&w, "inferlab.quantization.type", dtype_name(q->dtype));
+    }
     config_to_gguf(&w, c);
     if (tok) tokenizer_to_gguf(&w, tok);
     ModelTensor *t = mallocCheck(max_model_tensors(c) * sizeof *t);
     size_t n = model_tensors(c, &m->weights, t);
     for (size_t i = 0; i < n; i++) {
         uint64_t dims[2] = {t[i].cols, t[i].rows};
-        gguf_add_tensor(&w, t[i].name, t[i].rows ? wtype : GGML_TYPE_F32, t[i].rows ? 2 : 1, dims, t[i].data);
+        const Tensor *qt = q && t[i].rows ? quant_weights_find(q, t[i].data) : NULL;
+        if (qt && qt->dtype != DTYPE_F32)
+            gguf_add_tensor_bytes(&w, t[i].name, (GGMLType)dtype_ggml_type(qt->dtype), 2, dims, qt->data);
+        else
+            gguf_add_tensor(&w, t[i].name, t[i].rows && !q ? wtype : GGML_TYPE_F32, t[i].rows ? 2 : 1, dims, t[i].data);
     }
     gguf_write(&w, path);
     free(t);
@@ -965,6 +1005,35 @@ static int check_no_extra_layers(const GGUFFile *g, int n_layers, Error *err) {
     return 0;
 }
 
+// A file with quantised matrices: keep their bytes as m->quant (the tensors the engine runs),
+// beside the dequantised host weights that load_model_tensor wrote.
+static void quantized_from_gguf(const GGUFFile *g, Model *m, const ModelTensor *t, size_t n) {
+    int cap = 7 * m->config.n_layers + 2, quantized = 0, *rows = mallocCheck(cap * sizeof(int)),
+        *cols = mallocCheck(cap * sizeof(int));
+    const float **host = mallocCheck(cap * sizeof *host);
+    DType *types = mallocCheck(cap * sizeof *types), dtype = DTYPE_F32;
+    const uint8_t **bytes = mallocCheck(cap * sizeof *bytes);
+    int n_matrices = model_matrices(m, host, rows, cols);
+    for (int k = 0; k < n_matrices; k++)
+        for (size_t i = 0; i < n; i++) {
+            if (t[i].data != host[k] || !t[i].rows) continue; // (a norm gain never starts a matrix)
+            const GGUFTensor *gt = gguf_find_tensor(g, t[i].name);
+            types[k] = (DType)ggml_type_dtype(gt->type);
+            if (types[k] == DTYPE_F16) types[k] = DTYPE_F32; // F16 runs as its fp32 host copy
+            if (dtype_is_quantized(types[k])) quantized = 1, dtype = types[k];
+            bytes[k] = gt->data;
+        }
+    if (quantized) {
+        m->quant = mallocCheck(sizeof *m->quant);
+        quant_weights_layout(m->quant, m, dtype, types);
+        for (int k = 0; k < m->quant->n; k++) {
+            const Tensor *x = &m->quant->tensors[k];
+            if (x->dtype != DTYPE_F32) memcpy((void *)x->data, bytes[k], (size_t)x->rows * dtype_row_bytes(x->dtype, x->cols));
+        }
+    }
+    free(rows), free(cols), free(host), free(types), free(bytes);
+}
+
 static int weights_from_gguf(const GGUFFile *g, Model *m, Error *err) {
     const Config *c = &m->config;
     if (c->tied_embeddings && gguf_find_tensor(g, "output.weight"))
@@ -974,6 +1043,7 @@ static int weights_from_gguf(const GGUFFile *g, Model *m, Error *err) {
     size_t n = model_tensors(c, &m->weights, t);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) rc = load_model_tensor(g, &t[i], err);
+    if (rc == 0) quantized_from_gguf(g, m, t, n);
     free(t);
     return rc;
 }
@@ -1077,9 +1147,9 @@ int model_load_gguf(const char *path, Model *m, Tokenizer *tok, Error *err) {
     if (gguf_open(&g, path, err)) return -1;
     Config c;
     int rc = config_from_gguf(&g, &c, err);
-    // Every parameter takes at least 2 bytes of the file: this bounds the allocation below
-    // by the file's size whatever the config claims.
-    if (rc == 0 && model_param_count(&c) > g.size / 2)
+    // Every parameter takes at least 4 bits of the file (2 bytes unless quantised): this bounds
+    // the allocation below by the file's size whatever the config claims.
+    if (rc == 0 && model_param_count(&c) > g.size * 2)
         rc = error_set(err, "%s: the config needs %zu parameters, more than the file (%zu bytes) holds", path,
                        model_param_count(&c), g.size);
     if (rc == 0) {

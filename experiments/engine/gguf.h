@@ -1,6 +1,6 @@
 // gguf.h: checkpoints in GGUF v3, the llama.cpp ecosystem's format: a bounds-checked reader
-// and a writer of metadata and F32/F16 tensors, and on top of them the model checkpoint
-// (Config + Weights + Tokenizer). Tests: `make build/tests/test_gguf && ./build/tests/test_gguf`.
+// and a writer of metadata and F32 / F16 / quantised (Q8_0, Q4_0, our int8 / int4) tensors, and
+// on top of them the model checkpoint (Config + Weights + Tokenizer, quantised matrices kept). Tests: `make build/tests/test_gguf && ./build/tests/test_gguf`.
 //
 // File layout (little-endian; strings are u64 length + bytes, no NUL):
 //   "GGUF" u32 version (3) u64 n_tensors u64 n_kv
@@ -79,8 +79,24 @@ typedef enum {
     GGUF_TYPE_COUNT
 } GGUFType;
 
-// Tensor element types we read and write (ggml's numbering; others are rejected by name).
-typedef enum { GGML_TYPE_F32 = 0, GGML_TYPE_F16 = 1 } GGMLType;
+// Tensor element types we read and write: ggml's numbering for F32, F16, Q4_0 and Q8_0 (byte for
+// byte ggml's blocks), and ids of our own, far above ggml's, for the formats ggml has no type
+// for (int8 per output channel, int4 group-wise; layouts in kernels/quant.h): llama.cpp rejects
+// those files. Other types are rejected by name.
+typedef enum {
+    GGML_TYPE_F32 = 0,
+    GGML_TYPE_F16 = 1,
+    GGML_TYPE_Q4_0 = 2,
+    GGML_TYPE_Q8_0 = 8,
+    GGML_TYPE_INFERLAB_I8 = 1024,
+    GGML_TYPE_INFERLAB_I4_G32 = 1025,
+    GGML_TYPE_INFERLAB_I4_G64 = 1026,
+    GGML_TYPE_INFERLAB_I4_G128 = 1027,
+} GGMLType;
+
+// The weight type of a tensor type (DTYPE_F32 for F32 ...), and back; -1 when it has none.
+int ggml_type_dtype(GGMLType t);
+int dtype_ggml_type(DType t);
 
 // ---------------------------------------------------------------------------------------
 // Reading
@@ -140,7 +156,7 @@ int gguf_get_array_i32(const GGUFFile *g, const char *key, int32_t **out, size_t
 int gguf_get_array_f32(const GGUFFile *g, const char *key, float **out, size_t *n, Error *err);
 int gguf_get_array_string(const GGUFFile *g, const char *key, GGUFString **out, size_t *n, Error *err);
 
-// Copy a tensor's n_elems values into dst as f32 (F16 converted).
+// Copy a tensor's n_elems values into dst as f32 (F16 converted, quantised types dequantised).
 void gguf_tensor_to_f32(const GGUFTensor *t, float *dst);
 
 // ---------------------------------------------------------------------------------------
@@ -181,6 +197,10 @@ void gguf_set_alignment(GGUFWriter *w, uint32_t alignment);
 // data is borrowed: it must stay valid until gguf_write.
 void gguf_add_tensor(GGUFWriter *w, const char *name, GGMLType type, int n_dims, const uint64_t *dims,
                      const float *data);
+// Add a tensor whose bytes are already in type (a quantised matrix, rows of dims[0] weights).
+// bytes is borrowed: it must stay valid until gguf_write.
+void gguf_add_tensor_bytes(GGUFWriter *w, const char *name, GGMLType type, int n_dims, const uint64_t *dims,
+                           const void *bytes);
 void gguf_write(const GGUFWriter *w, const char *path);
 
 // IEEE half <-> single: exact widening; narrowing rounds to nearest even (overflow -> inf).
@@ -190,7 +210,10 @@ uint16_t gguf_float_to_half(float f);
 // ---------------------------------------------------------------------------------------
 // Model checkpoints (keys and tensor names above)
 
-// Save m, and tok unless NULL; weight matrices stored as wtype (F32 or F16).
+// Save m, and tok unless NULL; weight matrices stored as wtype (F32 or F16), or, when m holds
+// quantised matrices (m->quant), in their types (general.file_type 7 for Q8_0, 2 for Q4_0, as
+// llama.cpp numbers them, and inferlab.quantization.type naming the format). A quantised file
+// loads with m->quant set and the host weights dequantised.
 void model_save_gguf(const char *path, const Model *m, const Tokenizer *tok, GGMLType wtype);
 // Load a checkpoint into m (allocated here; model_free releases it), and its tokenizer into
 // tok unless tok is NULL (an error if the file has none). On error nothing is allocated.

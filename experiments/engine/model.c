@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "common.h"
+#include "quant.h"
+#include "quantized.h"
 #include "rng.h"
 
 // Largest dimension we accept: keeps every size computation far from overflow.
@@ -78,6 +80,7 @@ void model_alloc(Model *m, const Config *c) {
     // (huge pages where THP allows) the streams cross no 4 KiB page boundaries, at which
     // hardware prefetchers stop.
     m->params = mallocHugeCheck(m->n_params * sizeof(float));
+    m->quant = NULL;
     weights_map(&m->weights, c, m->params);
 }
 
@@ -91,6 +94,9 @@ void model_init_random(Model *m, uint64_t seed, float std) {
 }
 
 void model_free(Model *m) {
+    if (m->quant) quant_weights_free(m->quant);
+    free(m->quant);
+    m->quant = NULL;
     free(m->params);
     m->params = NULL;
 }
@@ -120,8 +126,25 @@ static const void *in_block(const void *block, DType t, const Model *m, const fl
 }
 
 static Tensor tensor_at(const Engine *e, const Model *m, const float *p, int rows, int cols) {
+    if (e->quant) return *quant_weights_find(e->quant, p);
     Tensor t = {e->dtype, in_block(e->matrices ? e->matrices : m->params, e->dtype, m, p), rows, cols};
     return t;
+}
+
+// The quantised matrices to run, if any: the checkpoint's, or m's quantised into e->dtype.
+static void place_quantized(Engine *e, const Model *m) {
+    e->quant = NULL;
+    e->own_quant = 0;
+    if (m->quant && (e->dtype == DTYPE_F32 || e->dtype == m->quant->dtype)) {
+        e->quant = m->quant;
+        e->dtype = m->quant->dtype;
+    } else if (dtype_is_quantized(e->dtype)) {
+        e->quant = mallocCheck(sizeof *e->quant);
+        e->own_quant = 1;
+        quant_weights_build(e->quant, m, e->dtype);
+    }
+    if (e->quant && !e->ops->host_memory)
+        die("engine_open: %s weights run on the CPU only (not implemented on %s)", dtype_name(e->dtype), e->ops->name);
 }
 
 // The weight block in the engine's dtype in backend memory: the host block itself where the
@@ -129,7 +152,7 @@ static Tensor tensor_at(const Engine *e, const Model *m, const float *p, int row
 static void place_matrices(Engine *e, const Model *m) {
     const Ops *ops = e->ops;
     e->matrices = NULL;
-    if (ops->host_memory && e->dtype == DTYPE_F32) return;
+    if (e->quant || (ops->host_memory && e->dtype == DTYPE_F32)) return;
     size_t n = m->n_params;
     e->matrices = ops->alloc(n * dtype_size(e->dtype));
     if (e->dtype == DTYPE_F32) {
@@ -240,23 +263,30 @@ void engine_open(Engine *e, const Model *m, const Ops *ops, DType dtype, int max
     e->config = m->config;
     e->dtype = dtype;
     const float *att, *ffn;
+    place_quantized(e, m);
     place_matrices(e, m);
     place_norms(e, m, &att, &ffn);
     map_layers(e, m, att, ffn);
-    runstate_alloc(&e->s, ops, &m->config, dtype, max_rows, max_keys);
+    runstate_alloc(&e->s, ops, &m->config, e->dtype, max_rows, max_keys);
 }
 
 void engine_close(Engine *e) {
     runstate_free(&e->s, e->ops);
     e->ops->free(e->matrices);
     e->ops->free(e->norms);
+    if (e->own_quant) {
+        quant_weights_free(e->quant);
+        free(e->quant);
+    }
     free(e->layers);
     memset(e, 0, sizeof *e);
 }
 
 size_t engine_weight_bytes(const Engine *e) {
     const Config *c = &e->config;
-    return model_param_count(c) * dtype_size(e->dtype) + (2 * (size_t)c->n_layers + 1) * c->dim * sizeof(float);
+    size_t norms = (2 * (size_t)c->n_layers + 1) * c->dim * sizeof(float);
+    if (e->quant) return e->quant->bytes + norms;
+    return model_param_count(c) * dtype_size(e->dtype) + norms;
 }
 
 // ---- the forward pass -----------------------------------------------------------------------

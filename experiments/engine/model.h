@@ -51,11 +51,16 @@ typedef struct {
     float *wcls;            // (V, C); points at token_embedding when tied
 } Weights;
 
+struct QuantWeights; // quantized.h
+
 typedef struct {
     Config config;
     Weights weights;
     float *params;     // the block Weights points into (owned)
     size_t n_params;
+    // The matrices as a quantised checkpoint stores them (owned; NULL for fp32 / fp16 files).
+    // params then holds their dequantised values; engines run the quantised tensors.
+    struct QuantWeights *quant;
 } Model;
 
 // Check a config for internal consistency; on failure return 0 and write the reason.
@@ -118,7 +123,10 @@ typedef struct {
 } RunState;
 
 // A model ready to run on one backend: its weights converted to `dtype` in the backend's
-// memory (the CPU's fp32 weights are used in place), and its scratch. One Engine serves any
+// memory (the CPU's fp32 weights are used in place), and its scratch. A quantised dtype
+// (kernels/quant.h) quantises the host matrices round-to-nearest (quantized.h; CPU only); a
+// model loaded from a quantised checkpoint runs its stored tensors when dtype is DTYPE_F32 (what
+// every experiment asks for) or their own type, so every experiment runs a quantised file as is. One Engine serves any
 // number of sequences (sessions, session.h), one forward at a time.
 typedef struct {
     const Ops *ops;
@@ -129,11 +137,13 @@ typedef struct {
     const float *rms_final;  // (C)
     LayerWeights *layers;    // host array (L)
     void *matrices;          // owned backend copy of the weight block in dtype, or NULL (borrowed)
+    struct QuantWeights *quant; // the quantised matrices run, or NULL (owned when own_quant)
+    int own_quant;
     float *norms;            // owned backend copy of the norm gains, or NULL (borrowed)
     RunState s;
 } Engine;
 
-// Place m on the backend ops with its matrices in dtype; scratch for max_rows rows and caches
+// Place m on the backend ops with its matrices in dtype (e->dtype: the type run); scratch for max_rows rows and caches
 // of up to max_keys positions. m must outlive the engine (the CPU reads its weights in place).
 void engine_open(Engine *e, const Model *m, const Ops *ops, DType dtype, int max_rows, int max_keys);
 void engine_close(Engine *e);

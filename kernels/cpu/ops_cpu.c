@@ -1,16 +1,17 @@
 // ops_cpu.c: the CPU backend table (ops.h) over the kernels of kernels.h. Backend memory is
-// host memory, so upload and download are copies; weights must be fp32 (the quantised types
-// arrive with their own dot kernels).
+// host memory, so upload and download are copies; weights are fp32 or one of the quantised
+// types of kernels/quant.h, each with its own dequantise-dot kernel.
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
 #include "kernels.h"
+#include "quant.h"
 
-size_t dtype_size(DType t) { return t == DTYPE_F32 ? 4 : 2; }
+size_t dtype_size(DType t) { return t == DTYPE_F32 ? 4 : t == DTYPE_F16 || t == DTYPE_BF16 ? 2 : 0; }
 
-static const char *DTYPE_NAMES[] = {"fp32", "fp16", "bf16"};
+static const char *DTYPE_NAMES[] = {"fp32", "fp16", "bf16", "q8_0", "q4_0", "int8", "int4-g32", "int4-g64", "int4-g128"};
 #define N_DTYPES (int)(sizeof DTYPE_NAMES / sizeof DTYPE_NAMES[0])
 
 const char *dtype_name(DType t) { return (int)t >= 0 && (int)t < N_DTYPES ? DTYPE_NAMES[t] : "?"; }
@@ -37,14 +38,9 @@ static void cpu_convert(void *dst, DType dst_t, const void *src, DType src_t, si
 }
 
 static void cpu_matmul(float *out, const float *x, const Tensor *w, int R, void *scratch) {
-    (void)scratch;
-    if (w->dtype != DTYPE_F32) die("cpu matmul: %s weights are not supported", dtype_name(w->dtype));
-    matmul(out, x, w->data, R, w->cols, w->rows);
-}
-
-static size_t cpu_matmul_scratch_bytes(DType t, int R, int cols) {
-    (void)t, (void)R, (void)cols;
-    return 0;
+    if (w->dtype != DTYPE_F32 && !dtype_is_quantized(w->dtype))
+        die("cpu matmul: %s weights are not supported", dtype_name(w->dtype));
+    matmul_typed(out, x, w, R, scratch);
 }
 
 static void cpu_add(float *x, const float *y, size_t n) {
@@ -52,10 +48,11 @@ static void cpu_add(float *x, const float *y, size_t n) {
 }
 
 static void cpu_embedding(float *out, const Tensor *table, const int *tokens, int R) {
-    if (table->dtype != DTYPE_F32) die("cpu embedding: %s tables are not supported", dtype_name(table->dtype));
-    size_t C = table->cols;
+    if (table->dtype != DTYPE_F32 && !dtype_is_quantized(table->dtype))
+        die("cpu embedding: %s tables are not supported", dtype_name(table->dtype));
+    size_t C = table->cols, row_bytes = dtype_row_bytes(table->dtype, table->cols);
     for (int r = 0; r < R; r++) // (R, C)
-        memcpy(out + r * C, (const float *)table->data + (size_t)tokens[r] * C, C * sizeof(float));
+        dequantize_row(table->dtype, out + r * C, (const char *)table->data + tokens[r] * row_bytes, (int)C);
 }
 
 static void cpu_rope(float *x, int R, int n_heads, int head_dim, const int *pos, const float *inv_freq,
@@ -87,7 +84,7 @@ static const Ops CPU_OPS = {
     .allocated_bytes = cpu_allocated_bytes,
     .convert = cpu_convert,
     .matmul = cpu_matmul,
-    .matmul_scratch_bytes = cpu_matmul_scratch_bytes,
+    .matmul_scratch_bytes = matmul_typed_scratch_bytes,
     .rmsnorm = rmsnorm,
     .swiglu = swiglu,
     .add = cpu_add,

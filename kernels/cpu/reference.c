@@ -4,8 +4,10 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common.h"
+#include "quant.h"
 
 void ref_matmul(float *out, const float *x, const float *w, int T, int n, int d) {
     for (int t = 0; t < T; t++)
@@ -82,4 +84,38 @@ void ref_attention_kv(float *out, const float *q, const float *k, const float *v
         }
     }
     free(w);
+}
+
+// ---- quantised formats ------------------------------------------------------------------------
+
+float ref_dequantize_weight(DType t, const void *row, int n, int i) {
+    if (t == DTYPE_F32) return ((const float *)row)[i];
+    int B = dtype_block_elems(t, n), k = i / B, p = i % B;
+    int len = n - k * B < B ? n - k * B : B;
+    const uint8_t *b = (const uint8_t *)row + (k ? dtype_row_bytes(t, k * B) : 0); // k whole blocks before
+    uint16_t h[2];
+    memcpy(h, b, sizeof h);
+    switch (t) {
+    case DTYPE_Q8_0: return (float)((double)(int8_t)b[2 + p] * fp16_to_fp32(h[0]));
+    case DTYPE_Q4_0: {
+        int byte = b[2 + p % 16], nibble = p < 16 ? byte & 0x0F : byte >> 4;
+        return (float)((double)(nibble - 8) * fp16_to_fp32(h[0]));
+    }
+    case DTYPE_I8: {
+        float s;
+        memcpy(&s, b, sizeof s);
+        return (float)((double)(int8_t)b[4 + p] * s);
+    }
+    case DTYPE_I4_G32: case DTYPE_I4_G64: case DTYPE_I4_G128: {
+        int half = len / 2, byte = b[4 + p % half], nibble = p < half ? byte & 0x0F : byte >> 4;
+        return (float)((double)nibble * fp16_to_fp32(h[0]) + fp16_to_fp32(h[1]));
+    }
+    default: die("ref_dequantize_weight: %s is not a CPU weight type", dtype_name(t));
+    }
+}
+
+double ref_dot_row(DType t, const void *row, const float *x, int n) {
+    double acc = 0.0;
+    for (int i = 0; i < n; i++) acc += (double)ref_dequantize_weight(t, row, n, i) * x[i];
+    return acc;
 }

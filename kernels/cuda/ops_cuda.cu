@@ -13,6 +13,8 @@ static GemmMode gemm_mode_of(DType t) { return t == DTYPE_F16 ? GEMM_FP16 : t ==
 
 static void gpu_matmul(float *out, const float *x, const Tensor *w, int R, void *scratch) {
     const void *in = x;
+    if (w->dtype != DTYPE_F32 && w->dtype != DTYPE_F16 && w->dtype != DTYPE_BF16)
+        die("cuda matmul: %s weights are not implemented on CUDA", dtype_name(w->dtype));
     if (w->dtype != DTYPE_F32) {
         cuda_convert(scratch, w->dtype, x, DTYPE_F32, (size_t)R * w->cols);
         in = scratch;

@@ -68,6 +68,7 @@ void softmax_rows_launch(void *out, const void *in, DType t, int rows, int n, in
         softmax_rows_kernel<<<blocks, threads>>>((__nv_bfloat16 *)out, (const __nv_bfloat16 *)in, rows, n,
                                                  causal_period);
         break;
+    default: die("cuda softmax: %s is not implemented on CUDA", dtype_name(t));
     }
     cudaCheckLaunch();
 }
@@ -145,6 +146,7 @@ void cuda_embedding(float *out, const void *table, DType t, const int *tokens, i
     case DTYPE_F32: embedding_kernel<<<blocks, 256>>>(out, (const float *)table, tokens, R, C); break;
     case DTYPE_F16: embedding_kernel<<<blocks, 256>>>(out, (const __half *)table, tokens, R, C); break;
     case DTYPE_BF16: embedding_kernel<<<blocks, 256>>>(out, (const __nv_bfloat16 *)table, tokens, R, C); break;
+    default: die("cuda embedding: %s tables are not implemented on CUDA", dtype_name(t));
     }
     cudaCheckLaunch();
 }

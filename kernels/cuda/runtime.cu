@@ -169,6 +169,7 @@ static void convert_from(D *dst, const void *src, DType src_t, size_t n) {
     case DTYPE_F32: convert_kernel<<<blocks, 256>>>(dst, (const float *)src, n); break;
     case DTYPE_F16: convert_kernel<<<blocks, 256>>>(dst, (const __half *)src, n); break;
     case DTYPE_BF16: convert_kernel<<<blocks, 256>>>(dst, (const __nv_bfloat16 *)src, n); break;
+    default: die("cuda convert: %s is not implemented on CUDA", dtype_name(src_t));
     }
     cudaCheckLaunch();
 }
@@ -179,6 +180,7 @@ void cuda_convert(void *dst, DType dst_t, const void *src, DType src_t, size_t n
     case DTYPE_F32: convert_from((float *)dst, src, src_t, n); break;
     case DTYPE_F16: convert_from((__half *)dst, src, src_t, n); break;
     case DTYPE_BF16: convert_from((__nv_bfloat16 *)dst, src, src_t, n); break;
+    default: die("cuda convert: %s is not implemented on CUDA", dtype_name(dst_t));
     }
 }
 
@@ -219,6 +221,7 @@ void cuda_fill_normal(void *x, DType t, size_t n, float std, unsigned long long 
     case DTYPE_F32: fill_normal_kernel<<<blocks, 256>>>((float *)x, n, std, seed); break;
     case DTYPE_F16: fill_normal_kernel<<<blocks, 256>>>((__half *)x, n, std, seed); break;
     case DTYPE_BF16: fill_normal_kernel<<<blocks, 256>>>((__nv_bfloat16 *)x, n, std, seed); break;
+    default: die("cuda fill: %s is not implemented on CUDA", dtype_name(t));
     }
     cudaCheckLaunch();
 }

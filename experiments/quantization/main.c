@@ -1,0 +1,405 @@
+// quantization/main.c: bin/quantization, lecture 10's weight quantisation: what each format
+// costs in quality and buys in size and speed.
+//
+//   bin/quantization --model out/models/full/target.gguf [--out out/<hw>] [--profile quick|full]
+//
+// For every format (fp32, q8_0, q4_0, int8 per output channel, int4 group-wise g = 32 / 64 /
+// 128, round to nearest; and int4 g = 32 / 64 / 128 after AWQ's activation-aware scaling,
+// calibrated on calib_B x calib_T tokens of training text), the model is quantised, written as a GGUF file and loaded back the
+// way every experiment loads a checkpoint, then measured through the engine:
+//   - bits per weight over the matrices (scales included), the file's bytes;
+//   - validation bits per byte (windows of the context length over held-out text, each after a
+//     BOS) and its delta against fp32;
+//   - passkey accuracy (the engine's evaluator: greedy decoding of held-out keys, random depth);
+//   - decode and prefill tokens/s (warm-up, then repetitions: median, p10, p90), and the
+//     bytes a decode step reads (its weights and the KV cache) per second, against the
+//     machine's STREAM triad bandwidth (the hardware_budget experiment's probe).
+// Our models fit in the caches, so a synthetic layer set of Llama-7B-shaped matrices (4096 x
+// 4096 four times, 11008 x 4096 twice, 4096 x 11008 once per layer), enough layers that even
+// the smallest format is >= 4x the last-level cache, is also timed per format through
+// ops->matmul at one row (decode): the bandwidth-bound regime, where the speed-up against fp32
+// should approach the byte ratio.
+//
+// Writes under --out:
+//   quantization_synthetic.csv  format -> bits/weight, set bytes, matvec time, GB/s, speed-up and byte ratio vs fp32
+//   quantization.csv            format -> bits/weight, file bytes, bits/byte (+ delta), passkey, tok/s, GB/s
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "awq.h"
+#include "bench.h"
+#include "checkpoint.h"
+#include "corpus.h"
+#include "gguf.h"
+#include "lab.h"
+#include "peak.h"
+#include "quant.h"
+#include "quantized.h"
+#include "rng.h"
+#include "sampler.h"
+#include "session.h"
+
+// ---- the formats ------------------------------------------------------------------------------
+
+typedef struct {
+    const char *name; // the format column
+    DType dtype;
+    const char *method; // none (fp32), rtn
+    int group;          // weights per scale (0: one per row)
+} Format;
+
+static const Format FORMATS[] = {
+    {"fp32", DTYPE_F32, "none", 0},          {"q8_0", DTYPE_Q8_0, "rtn", 32},
+    {"q4_0", DTYPE_Q4_0, "rtn", 32},         {"int8", DTYPE_I8, "rtn", 0},
+    {"int4-g32", DTYPE_I4_G32, "rtn", 32},   {"int4-g64", DTYPE_I4_G64, "rtn", 64},
+    {"int4-g128", DTYPE_I4_G128, "rtn", 128},
+    {"awq-int4-g32", DTYPE_I4_G32, "awq", 32},  {"awq-int4-g64", DTYPE_I4_G64, "awq", 64},
+    {"awq-int4-g128", DTYPE_I4_G128, "awq", 128},
+};
+#define N_FORMATS (int)(sizeof FORMATS / sizeof FORMATS[0])
+
+typedef struct {
+    int eval_tokens;      // validation tokens scored per format
+    int passkey_samples;  // held-out keys per format
+    int prompt_len, decode_len, prefill_len, reps;
+    int synth_scale;      // synthetic matrices' sides divided by this (quick: 4, not DRAM-bound)
+    int synth_reps;
+    int stream_reps;
+    int calib_B, calib_T; // AWQ calibration: sequences x tokens of training text
+} Sizes;
+
+static const Sizes QUICK = {1024, 5, 16, 16, 64, 3, 4, 3, 3, 4, 128};
+static const Sizes FULL = {8192, 40, 32, 64, 128, 5, 1, 5, 5, 8, 256};
+
+// ---- the machine's bandwidth ------------------------------------------------------------------
+
+static double stream_gb_s(const Sizes *sz) {
+    size_t n = stream_array_len(peak_llc_bytes(), 64u << 20);
+    StreamResult r = stream_measure(STREAM_TRIAD, n, omp_get_max_threads(), sz->stream_reps);
+    return r.gb_s_median;
+}
+
+// ---- the synthetic DRAM-sized layer set -------------------------------------------------------
+
+typedef struct {
+    int n;
+    Tensor *w;
+    size_t bytes;
+    float *x, *out;
+    const Ops *ops;
+} SynthSet;
+
+enum { SYNTH_PER_LAYER = 7 };
+static const int SYNTH_SHAPES[SYNTH_PER_LAYER][2] = {{4096, 4096}, {4096, 4096}, {4096, 4096}, {4096, 4096},
+                                                     {11008, 4096}, {11008, 4096}, {4096, 11008}};
+
+// Layers so that the smallest format's set is >= 4x the LLC (32 MiB assumed when unknown).
+static int synth_layers(const Sizes *sz) {
+    if (sz->synth_scale > 1) return 1;
+    double weights = 0.0, llc = peak_llc_bytes() ? (double)peak_llc_bytes() : 32.0 * (1 << 20);
+    for (int i = 0; i < SYNTH_PER_LAYER; i++) weights += (double)SYNTH_SHAPES[i][0] * SYNTH_SHAPES[i][1];
+    double smallest = weights * dtype_bits_per_weight(DTYPE_I4_G128, 4096) / 8;
+    int layers = (int)(4 * llc / smallest) + 1;
+    return layers;
+}
+
+// Uniform random weights in [-1, 1), quantised row by row (one RNG per row: reproducible
+// whatever the thread count). Only the bytes' amount and layout matter for the timing.
+static void synth_fill(Tensor *t) {
+    size_t rb = dtype_row_bytes(t->dtype, t->cols);
+    #pragma omp parallel
+    {
+        float *row = mallocCheck((size_t)t->cols * sizeof(float));
+        #pragma omp for schedule(static)
+        for (int r = 0; r < t->rows; r++) {
+            uint64_t rng = rng_seed(((uint64_t)t->rows << 32) + r);
+            for (int j = 0; j < t->cols; j++) row[j] = 2.0f * rng_uniform(&rng) - 1.0f;
+            quantize_row(t->dtype, (uint8_t *)t->data + r * rb, row, t->cols);
+        }
+        free(row);
+    }
+}
+
+static void synth_open(SynthSet *s, DType t, const Sizes *sz) {
+    int layers = synth_layers(sz);
+    s->n = layers * SYNTH_PER_LAYER;
+    s->w = mallocCheck(s->n * sizeof *s->w);
+    s->bytes = 0;
+    int widest = 0;
+    for (int i = 0; i < s->n; i++) {
+        int rows = SYNTH_SHAPES[i % SYNTH_PER_LAYER][0] / sz->synth_scale;
+        int cols = SYNTH_SHAPES[i % SYNTH_PER_LAYER][1] / sz->synth_scale;
+        size_t bytes = (size_t)rows * dtype_row_bytes(t, cols);
+        s->w[i] = (Tensor){t, mallocHugeCheck(bytes), rows, cols};
+        synth_fill(&s->w[i]);
+        s->bytes += bytes;
+        widest = rows > widest ? rows : widest;
+    }
+    s->x = mallocCheck((size_t)widest * sizeof(float));
+    s->out = mallocCheck((size_t)widest * sizeof(float));
+    uint64_t rng = rng_seed(7);
+    for (int i = 0; i < widest; i++) s->x[i] = rng_normal(&rng);
+    s->ops = ops_cpu();
+}
+
+static void synth_close(SynthSet *s) {
+    for (int i = 0; i < s->n; i++) free((void *)s->w[i].data);
+    free(s->w), free(s->x), free(s->out);
+}
+
+// One decode-shaped pass: every matrix of the set times one vector, through ops->matmul.
+static void synth_pass(void *ctx) {
+    SynthSet *s = ctx;
+    for (int i = 0; i < s->n; i++) s->ops->matmul(s->out, s->x, &s->w[i], 1, NULL);
+}
+
+static void write_synthetic(LabRun *r, const Sizes *sz, double stream) {
+    CsvWriter w = lab_csv(r, 0);
+    double fp32_ms = 0.0, fp32_bytes = 0.0;
+    for (int f = 0; f < N_FORMATS; f++) {
+        const Format *fm = &FORMATS[f];
+        if (strcmp(fm->method, "awq") == 0) continue; // int4-gG's kernels: timed as rtn
+        progress("quantization: synthetic layer set, %s", fm->name);
+        SynthSet s;
+        synth_open(&s, fm->dtype, sz);
+        BenchStats b = bench_run(synth_pass, &s, 1, sz->synth_reps);
+        if (f == 0) fp32_ms = b.median_ms, fp32_bytes = (double)s.bytes;
+        double weights = 0.0;
+        for (int i = 0; i < s.n; i++) weights += (double)s.w[i].rows * s.w[i].cols;
+        csv_row(&w, "%s,%.6g,%.6g,%zu,%.6g,%.6g,%.6g,%.6g,%d,%.6g,%.6g,%.6g", fm->name, 8.0 * s.bytes / weights, weights,
+                s.bytes, stream, b.median_ms, b.p10_ms, b.p90_ms, b.reps, s.bytes / (b.median_ms * 1e6),
+                fp32_ms / b.median_ms, fp32_bytes / s.bytes);
+        synth_close(&s);
+    }
+    csv_close(&w);
+}
+
+// ---- the model, per format --------------------------------------------------------------------
+
+typedef struct {
+    const char *model_path;
+    Tokenizer tok;
+    Corpus corpus;
+    int *val;       // validation token stream
+    size_t n_val;
+    int *calib;     // AWQ calibration sequences (calib_B, calib_T) of training text
+    int calib_B, calib_T;
+    char tmp_path[600];
+} Inputs;
+
+// The format's checkpoint, loaded as every experiment loads one: fp32 is the input file; the
+// others are quantised from it, written to a temporary GGUF file (its size is the format's
+// file bytes) and read back.
+static void load_format(const Inputs *in, const Format *f, Model *m, long long *file_bytes) {
+    Error err;
+    const char *path = in->model_path;
+    if (checkpoint_load(path, NULL, m, NULL, &err)) die("quantization: %s", err.msg);
+    if (f->dtype != DTYPE_F32) {
+        if (m->quant) die("quantization: %s is already quantised (%s); give an fp32 model", path, dtype_name(m->quant->dtype));
+        if (strcmp(f->method, "awq") == 0) {
+            AwqResult res;
+            awq_quantize(m, f->dtype, in->calib, in->calib_B, in->calib_T, 1.0, &res);
+        } else {
+            m->quant = mallocCheck(sizeof *m->quant);
+            quant_weights_build(m->quant, m, f->dtype);
+        }
+        model_save_gguf(in->tmp_path, m, &in->tok, GGML_TYPE_F32);
+        model_free(m);
+        path = in->tmp_path;
+        if (checkpoint_load(path, NULL, m, NULL, &err)) die("quantization: %s", err.msg);
+    }
+    struct stat st;
+    if (stat(path, &st) != 0) die("quantization: cannot stat %s", path);
+    *file_bytes = (long long)st.st_size;
+}
+
+// Validation bits per byte through the engine: windows of seq_len tokens (BOS + seq_len - 1
+// of the stream), every token predicted once, about max_tokens in all.
+static double validation_bits_per_byte(Engine *e, const Inputs *in, int max_tokens) {
+    const Config *c = &e->config;
+    int per = c->seq_len - 1, V = c->vocab_size;
+    size_t n_windows = in->n_val / per;
+    size_t want = (size_t)max_tokens / per > 0 ? (size_t)max_tokens / per : 1;
+    if (want < n_windows) n_windows = want;
+    if (n_windows == 0) die("quantization: the validation text holds fewer than %d tokens", per + 1);
+    int *seq = mallocCheck((size_t)c->seq_len * sizeof(int));
+    float *logits = mallocCheck((size_t)c->seq_len * V * sizeof(float));
+    Session s;
+    session_open(&s, e, c->seq_len);
+    double nats = 0.0, bytes = 0.0;
+    Error err;
+    for (size_t k = 0; k < n_windows; k++) {
+        size_t at = k * (in->n_val / n_windows / per) * per; // evenly spaced windows
+        seq[0] = in->tok.bos_id;
+        memcpy(seq + 1, in->val + at, (size_t)per * sizeof(int));
+        session_truncate(&s, 0);
+        if (session_prefill(&s, seq, per, logits, &err)) die("quantization: %s", err.msg);
+        for (int i = 0; i < per; i++) { // row i predicts seq[i + 1]
+            float *row = logits + (size_t)i * V;
+            int target = seq[i + 1];
+            float max = row[0];
+            for (int j = 1; j < V; j++) max = row[j] > max ? row[j] : max;
+            double sum = 0.0;
+            for (int j = 0; j < V; j++) sum += exp((double)row[j] - max);
+            nats += log(sum) - ((double)row[target] - max);
+            bytes += in->tok.piece_len[target];
+        }
+    }
+    session_close(&s);
+    free(seq), free(logits);
+    return nats / log(2.0) / bytes;
+}
+
+typedef struct {
+    Session s;
+    const int *tokens; // the prompt, then the prefill text
+    int prompt_len, decode_len, prefill_len;
+} Timing;
+
+// One greedy decode step after the prompt; after decode_len of them the session rolls back to
+// the prompt, so the timed steps cover contexts prompt_len .. prompt_len + decode_len - 1.
+static void decode_step(void *ctx) {
+    Timing *t = ctx;
+    Error err;
+    if (session_len(&t->s) >= t->prompt_len + t->decode_len) session_truncate(&t->s, t->prompt_len);
+    int next = sampler_argmax(t->s.logits, t->s.engine->config.vocab_size); // (stale after a roll-back: any token times the same)
+    if (session_decode(&t->s, next, &err)) die("quantization: %s", err.msg);
+}
+
+static void prefill_run(void *ctx) {
+    Timing *t = ctx;
+    Error err;
+    session_truncate(&t->s, 0);
+    if (session_prefill(&t->s, t->tokens, t->prefill_len, NULL, &err)) die("quantization: %s", err.msg);
+}
+
+// Bytes one decode step reads at context p: every layer matrix and the head (the embedding
+// row is one row), the norm gains, and the keys and values of p positions.
+static double decode_step_bytes(const Engine *e, double p) {
+    const Config *c = &e->config;
+    double bytes = (double)e->wcls.rows * dtype_row_bytes(e->wcls.dtype, e->wcls.cols);
+    for (int l = 0; l < c->n_layers; l++) {
+        const LayerWeights *w = &e->layers[l];
+        const Tensor *ts[] = {&w->wq, &w->wk, &w->wv, &w->wo, &w->w1, &w->w2, &w->w3};
+        for (int i = 0; i < 7; i++) bytes += (double)ts[i]->rows * dtype_row_bytes(ts[i]->dtype, ts[i]->cols);
+    }
+    bytes += (2.0 * c->n_layers + 1) * c->dim * sizeof(float);
+    bytes += 2.0 * c->n_layers * c->n_kv_heads * c->head_dim * sizeof(float) * p;
+    return bytes;
+}
+
+static void write_formats(LabRun *r, const Sizes *sz, Inputs *in, double stream) {
+    CsvWriter w = lab_csv(r, 1);
+    double fp32_bpb = 0.0;
+    for (int f = 0; f < N_FORMATS; f++) {
+        const Format *fm = &FORMATS[f];
+        progress("quantization: %s", fm->name);
+        Model m;
+        long long file_bytes;
+        load_format(in, fm, &m, &file_bytes);
+        const Config *c = &m.config;
+        Engine e;
+        engine_open(&e, &m, ops_cpu(), DTYPE_F32, c->seq_len, c->seq_len); // runs the file's types
+        double bits = m.quant ? quant_weights_bits_per_weight(m.quant) : 32.0;
+        double bpb = validation_bits_per_byte(&e, in, sz->eval_tokens);
+        if (f == 0) fp32_bpb = bpb;
+
+        Timing t = {.tokens = in->val, .prompt_len = sz->prompt_len, .decode_len = sz->decode_len,
+                    .prefill_len = sz->prefill_len < c->seq_len ? sz->prefill_len : c->seq_len};
+        if (t.prompt_len + t.decode_len > c->seq_len) t.decode_len = c->seq_len - t.prompt_len;
+        session_open(&t.s, &e, c->seq_len);
+        BenchStats pre = bench_run(prefill_run, &t, 1, sz->reps);
+        Error err;
+        session_truncate(&t.s, 0);
+        if (session_prefill(&t.s, t.tokens, t.prompt_len, NULL, &err)) die("quantization: %s", err.msg);
+        BenchStats dec = bench_run(decode_step, &t, 4, t.decode_len * sz->reps); // per step
+        session_close(&t.s);
+        double step_bytes = decode_step_bytes(&e, t.prompt_len + (t.decode_len - 1) / 2.0);
+        double gb_s = step_bytes / (dec.median_ms * 1e6);
+        engine_close(&e);
+
+        PasskeyScore ps;
+        if (passkey_evaluate(&m, &in->tok, in->val, in->n_val, c->seq_len, -1.0f, sz->passkey_samples, 1234, &ps, &err))
+            die("quantization: passkey: %s", err.msg);
+        csv_row(&w, "%s,%s,%d,%.6g,%lld,%.6g,%.6g,%.6g,%.6g,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%d,%.6g,%.6g,%.6g", fm->name,
+                fm->method, fm->group, bits, file_bytes, step_bytes, bpb, bpb - fp32_bpb, ps.exact, sz->passkey_samples,
+                1e3 / dec.median_ms, 1e3 / dec.p90_ms, 1e3 / dec.p10_ms, t.prefill_len / (pre.median_ms / 1e3),
+                t.prefill_len / (pre.p90_ms / 1e3), t.prefill_len / (pre.p10_ms / 1e3), dec.reps, pre.reps, gb_s,
+                stream, gb_s / stream);
+        model_free(&m);
+    }
+    unlink(in->tmp_path);
+    csv_close(&w);
+}
+
+// ---- main ---------------------------------------------------------------------------------------
+
+static const char *model_path, *tokenizer_path, *corpus_path;
+
+static const LabOption OPTIONS[] = {
+    LAB_CHECKPOINT_OPTIONS(model_path, tokenizer_path),
+    {.name = "corpus", .kind = LAB_TEXT, .value = &corpus_path, .arg = "FILE",
+     .help = "the text the model was trained on (default: $CORPUS, else the KJV)"},
+    {0},
+};
+
+static const LabTable TABLES[] = {
+    {"quantization_synthetic",
+     "format,bits_per_weight,weights,set_bytes,stream_gb_s,matvec_ms_median,matvec_ms_p10,matvec_ms_p90,reps,"
+     "gb_s_median,speedup_vs_fp32,byte_ratio_vs_fp32",
+     "Llama-7B-shaped layers, >= 4x the LLC, one matrix-vector product each per pass, per format", LAB_CPU},
+    {"quantization",
+     "format,method,group_size,bits_per_weight,file_bytes,decode_step_bytes,val_bits_per_byte,"
+     "val_bits_per_byte_delta,passkey_accuracy,passkey_samples,decode_tok_s_median,decode_tok_s_p10,"
+     "decode_tok_s_p90,prefill_tok_s_median,prefill_tok_s_p10,prefill_tok_s_p90,decode_reps,prefill_reps,"
+     "decode_gb_s,stream_gb_s,bandwidth_fraction",
+     "the model per format: size, quality, passkey retrieval, speed", LAB_CPU},
+    {0},
+};
+
+static int run(LabRun *r) {
+    const Sizes *sz = r->quick ? &QUICK : &FULL;
+    Inputs in = {.model_path = model_path};
+    Error err;
+    Model m;
+    if (checkpoint_load(model_path, tokenizer_path, &m, &in.tok, &err)) die("%s", err.msg);
+    int seq_len = m.config.seq_len;
+    model_free(&m);
+    const char *corpus = corpus_path ? corpus_path : getenv("CORPUS");
+    if (corpus_load(&in.corpus, corpus && *corpus ? corpus : NULL, &err)) die("%s", err.msg);
+    in.val = mallocCheck(tokenizer_max_tokens(in.corpus.val_len) * sizeof(int));
+    in.n_val = tokenizer_encode(&in.tok, (const unsigned char *)in.corpus.val, in.corpus.val_len, false, false, in.val);
+    if (in.n_val < 2000) die("quantization: the validation text holds %zu tokens (2000 needed)", in.n_val);
+    in.calib_B = sz->calib_B;
+    in.calib_T = sz->calib_T < seq_len ? sz->calib_T : seq_len;
+    in.calib = awq_calibration_tokens(&in.tok, in.corpus.train, in.corpus.train_len, in.calib_B, in.calib_T);
+    snprintf(in.tmp_path, sizeof in.tmp_path, "%s/.quantization-%d.gguf", r->out_dir, (int)getpid());
+
+    double stream = stream_gb_s(sz);
+    write_synthetic(r, sz, stream);
+    write_formats(r, sz, &in, stream); // quantization.csv last: the pipeline's target
+
+    char sum_hex[17];
+    if (meta_file_checksum(model_path, sum_hex, &err)) die("%s", err.msg);
+    lab_meta(r, "quantization_model", "%s", model_path);
+    lab_meta(r, "quantization_model_fnv1a64", "%s", sum_hex);
+    lab_meta(r, "quantization_simd", "%s", quant_simd_name());
+    free(in.val), free(in.calib);
+    corpus_free(&in.corpus);
+    tokenizer_free(&in.tok);
+    return 0;
+}
+
+static const Experiment QUANTIZATION = {
+    "quantization", "--model FILE [options]",
+    "Weight quantisation (q8_0, q4_0, int8, int4 group-wise): bits per weight, file size, validation\n"
+    "bits per byte, passkey retrieval, decode / prefill speed and bandwidth, per format; and a synthetic\n"
+    "DRAM-sized layer set timed per format.",
+    OPTIONS, TABLES, LAB_COMMON, NULL, run};
+
+int main(int argc, char **argv) { return lab_main(&QUANTIZATION, argc, argv); }

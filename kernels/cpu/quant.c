@@ -1,0 +1,419 @@
+// quant.c: the quantised weight formats (layouts in kernels/quant.h): round-to-nearest
+// quantisation by ggml's rules, dequantisation, the SIMD dequantise-dot kernels of decode and
+// the tiled dequantise + sgemm path of prefill. Tests: make build/tests/test_quant &&
+// build/tests/test_quant
+#include "quant.h"
+
+#include <cblas.h>
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "common.h"
+#include "kernels.h"
+#include "vec.h"
+
+#if defined(__AVX2__) || defined(__AVX512F__) || defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+// ---- half precision -----------------------------------------------------------------------
+
+float fp16_to_fp32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+    if (exp == 0x1f) bits = sign | 0x7f800000u | (mant << 13);          // inf, NaN
+    else if (exp != 0) bits = sign | ((exp + 112) << 23) | (mant << 13); // rebias 15 -> 127
+    else {                                                               // zero, subnormal: mant * 2^-24
+        float f = (float)mant * 5.9604644775390625e-8f;
+        memcpy(&bits, &f, 4);
+        bits |= sign;
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t fp32_to_fp16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return sign | 0x7e00;  // NaN stays NaN (quiet)
+    if (ax >= 0x477ff000u) return sign | 0x7c00; // >= 65520 rounds past the largest half: inf
+    if (ax < 0x38800000u) {                      // below 2^-14: a subnormal half, in units of 2^-24
+        float a;
+        memcpy(&a, &ax, 4);
+        return sign | (uint16_t)nearbyintf(a * 16777216.0f); // default rounding: to nearest even
+    }
+    // Normal: drop 13 mantissa bits rounding to nearest even (a carry may bump the exponent).
+    uint32_t rounded = ax + 0xfffu + ((ax >> 13) & 1u);
+    return sign | (uint16_t)((rounded - (112u << 23)) >> 13);
+}
+
+// The kernels' scale loads: F16C's conversion where the target has it (the same exact widening).
+static inline float half_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+#ifdef __F16C__
+    return _cvtsh_ss(h);
+#else
+    return fp16_to_fp32(h);
+#endif
+}
+
+static inline void put_half(uint8_t *p, float f) {
+    uint16_t h = fp32_to_fp16(f);
+    memcpy(p, &h, 2);
+}
+
+// ---- the formats --------------------------------------------------------------------------
+
+// Weights per group of the int4-gG types (0 for the others).
+static int int4_group(DType t) {
+    return t == DTYPE_I4_G32 ? 32 : t == DTYPE_I4_G64 ? 64 : t == DTYPE_I4_G128 ? 128 : 0;
+}
+
+int dtype_is_quantized(DType t) { return t >= DTYPE_Q8_0 && t < DTYPE_COUNT; }
+
+int dtype_block_elems(DType t, int cols) {
+    if (t == DTYPE_Q8_0 || t == DTYPE_Q4_0) return 32;
+    if (t == DTYPE_I8) return cols;
+    return int4_group(t) ? int4_group(t) : 1;
+}
+
+// Bytes of a block holding n weights (n = the block's length, shorter for a row's last int4 group).
+static size_t block_bytes(DType t, int n) {
+    switch (t) {
+    case DTYPE_Q8_0: return 2 + 32;
+    case DTYPE_Q4_0: return 2 + 16;
+    case DTYPE_I8: return sizeof(float) + (size_t)n;
+    case DTYPE_I4_G32: case DTYPE_I4_G64: case DTYPE_I4_G128: return 4 + (size_t)n / 2;
+    default: return (size_t)n * dtype_size(t);
+    }
+}
+
+int dtype_holds_row(DType t, int cols) {
+    if (cols <= 0) return 0;
+    if (t == DTYPE_Q8_0 || t == DTYPE_Q4_0) return cols % 32 == 0;
+    if (int4_group(t)) return cols % 2 == 0;
+    return t == DTYPE_F32 || t == DTYPE_F16 || t == DTYPE_BF16 || t == DTYPE_I8;
+}
+
+size_t dtype_row_bytes(DType t, int cols) {
+    int B = dtype_block_elems(t, cols), full = cols / B, tail = cols % B;
+    return (size_t)full * block_bytes(t, B) + (tail ? block_bytes(t, tail) : 0);
+}
+
+double dtype_bits_per_weight(DType t, int cols) { return 8.0 * dtype_row_bytes(t, cols) / cols; }
+
+// Block k of a row and its length.
+static inline int block_len(int B, int n, int k) { return n - k * B < B ? n - k * B : B; }
+
+// ---- quantisation: ggml's round-to-nearest rules (quantize_row_q8_0 / q4_0 / q4_1) ----------
+
+static void quantize_q8_0(uint8_t *b, const float *x) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+    put_half(b, d);
+    for (int j = 0; j < 32; j++) b[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
+}
+
+static void quantize_q4_0(uint8_t *b, const float *x) {
+    float amax = 0.0f, max = 0.0f; // max: the signed value of largest magnitude
+    for (int j = 0; j < 32; j++)
+        if (fabsf(x[j]) > amax) amax = fabsf(x[j]), max = x[j];
+    float d = max / -8.0f, id = d ? 1.0f / d : 0.0f;
+    put_half(b, d);
+    for (int j = 0; j < 16; j++) {
+        int lo = (int8_t)(x[j] * id + 8.5f), hi = (int8_t)(x[j + 16] * id + 8.5f);
+        b[2 + j] = (uint8_t)((lo < 15 ? lo : 15) | (hi < 15 ? hi : 15) << 4);
+    }
+}
+
+static void quantize_int8_row(uint8_t *b, const float *x, int n) {
+    float amax = 0.0f;
+    for (int j = 0; j < n; j++) amax = fmaxf(amax, fabsf(x[j]));
+    float s = amax / 127.0f, is = s ? 1.0f / s : 0.0f;
+    memcpy(b, &s, sizeof s);
+    for (int j = 0; j < n; j++) b[4 + j] = (uint8_t)(int8_t)roundf(x[j] * is);
+}
+
+static void quantize_int4_group(uint8_t *b, const float *x, int n) {
+    float min = FLT_MAX, max = -FLT_MAX;
+    for (int j = 0; j < n; j++) min = fminf(min, x[j]), max = fmaxf(max, x[j]);
+    float d = (max - min) / 15.0f, id = d ? 1.0f / d : 0.0f;
+    put_half(b, d);
+    put_half(b + 2, min);
+    int half = n / 2;
+    for (int j = 0; j < half; j++) {
+        int lo = (int8_t)((x[j] - min) * id + 0.5f), hi = (int8_t)((x[j + half] - min) * id + 0.5f);
+        b[4 + j] = (uint8_t)((lo < 15 ? lo : 15) | (hi < 15 ? hi : 15) << 4);
+    }
+}
+
+static void check_row(const char *what, DType t, int n) {
+    if (!dtype_holds_row(t, n)) die("%s: a row of %d weights cannot be stored as %s", what, n, dtype_name(t));
+}
+
+void quantize_row(DType t, void *dst, const float *src, int n) {
+    check_row("quantize_row", t, n);
+    uint8_t *b = dst;
+    int B = dtype_block_elems(t, n);
+    if (t == DTYPE_F32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    if (!dtype_is_quantized(t)) die("quantize_row: %s is not supported on the CPU", dtype_name(t));
+    for (int k = 0; k * B < n; k++) {
+        int len = block_len(B, n, k);
+        const float *x = src + (size_t)k * B;
+        if (t == DTYPE_Q8_0) quantize_q8_0(b, x);
+        else if (t == DTYPE_Q4_0) quantize_q4_0(b, x);
+        else if (t == DTYPE_I8) quantize_int8_row(b, x, len);
+        else quantize_int4_group(b, x, len);
+        b += block_bytes(t, len);
+    }
+}
+
+void dequantize_row(DType t, float *dst, const void *src, int n) {
+    check_row("dequantize_row", t, n);
+    const uint8_t *b = src;
+    int B = dtype_block_elems(t, n);
+    if (t == DTYPE_F32) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    if (!dtype_is_quantized(t)) die("dequantize_row: %s is not supported on the CPU", dtype_name(t));
+    for (int k = 0; k * B < n; k++) {
+        int len = block_len(B, n, k);
+        float *y = dst + (size_t)k * B;
+        if (t == DTYPE_Q8_0) {
+            float d = half_at(b);
+            for (int j = 0; j < 32; j++) y[j] = (int8_t)b[2 + j] * d;
+        } else if (t == DTYPE_Q4_0) {
+            float d = half_at(b);
+            for (int j = 0; j < 16; j++) {
+                y[j] = ((b[2 + j] & 0x0F) - 8) * d;
+                y[j + 16] = ((b[2 + j] >> 4) - 8) * d;
+            }
+        } else if (t == DTYPE_I8) {
+            float s;
+            memcpy(&s, b, sizeof s);
+            for (int j = 0; j < len; j++) y[j] = (int8_t)b[4 + j] * s;
+        } else {
+            float d = half_at(b), m = half_at(b + 2);
+            int half = len / 2;
+            for (int j = 0; j < half; j++) {
+                y[j] = (b[4 + j] & 0x0F) * d + m;
+                y[j + half] = (b[4 + j] >> 4) * d + m;
+            }
+        }
+        b += block_bytes(t, len);
+    }
+}
+
+void quantize_matrix(DType t, void *dst, const float *src, int rows, int cols) {
+    check_row("quantize_matrix", t, cols);
+    size_t rb = dtype_row_bytes(t, cols);
+    #pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) quantize_row(t, (uint8_t *)dst + r * rb, src + (size_t)r * cols, cols);
+}
+
+void dequantize_matrix(DType t, float *dst, const void *src, int rows, int cols) {
+    check_row("dequantize_matrix", t, cols);
+    size_t rb = dtype_row_bytes(t, cols);
+    #pragma omp parallel for schedule(static) if (rows > 8)
+    for (int r = 0; r < rows; r++)
+        dequantize_row(t, dst + (size_t)r * cols, (const uint8_t *)src + r * rb, cols);
+}
+
+// ---- SIMD: 16 weights at a time -------------------------------------------------------------
+// Every kernel below is written once over four primitives: 16 int8 codes (loaded, or the low or
+// high nibbles of 16 bytes minus a bias), and 16-lane vectors with p += codes * x, s += x (the
+// sums of a block) and acc += p * d (a block's sum scaled into the row's total). A block's
+// products chain only within the block; the accumulator takes one FMA per block, so the loads
+// and conversions of consecutive blocks overlap. Each target implements the primitives.
+
+#if defined(__AVX512F__)
+#define SIMD_NAME "avx512"
+typedef __m128i Codes;
+typedef __m512 Vec;
+static inline Vec vec_zero(void) { return _mm512_setzero_ps(); }
+static inline float vec_sum(Vec a) { return _mm512_reduce_add_ps(a); }
+static inline Vec vec_dot16(Vec p, Codes c, const float *x) {
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c)), _mm512_loadu_ps(x), p);
+}
+static inline Vec vec_add16(Vec s, const float *x) { return _mm512_add_ps(s, _mm512_loadu_ps(x)); }
+static inline Vec vec_scale_add(Vec acc, Vec p, float d) { return _mm512_fmadd_ps(p, _mm512_set1_ps(d), acc); }
+#elif defined(__AVX2__) && defined(__FMA__)
+#define SIMD_NAME "avx2"
+typedef __m128i Codes;
+typedef struct { __m256 lo, hi; } Vec;
+static inline Vec vec_zero(void) { return (Vec){_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+static inline float vec_sum(Vec a) {
+    __m256 s = _mm256_add_ps(a.lo, a.hi);
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
+static inline __m256 cvt8(__m128i c8) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c8)); }
+static inline Vec vec_dot16(Vec p, Codes c, const float *x) {
+    return (Vec){_mm256_fmadd_ps(cvt8(c), _mm256_loadu_ps(x), p.lo),
+                 _mm256_fmadd_ps(cvt8(_mm_srli_si128(c, 8)), _mm256_loadu_ps(x + 8), p.hi)};
+}
+static inline Vec vec_add16(Vec s, const float *x) {
+    return (Vec){_mm256_add_ps(s.lo, _mm256_loadu_ps(x)), _mm256_add_ps(s.hi, _mm256_loadu_ps(x + 8))};
+}
+static inline Vec vec_scale_add(Vec acc, Vec p, float d) {
+    __m256 vd = _mm256_set1_ps(d);
+    return (Vec){_mm256_fmadd_ps(p.lo, vd, acc.lo), _mm256_fmadd_ps(p.hi, vd, acc.hi)};
+}
+#else
+#define SIMD_NAME "scalar"
+typedef struct { int8_t v[16]; } Codes;
+typedef struct { float v[16]; } Vec;
+static inline Vec vec_zero(void) { return (Vec){{0}}; }
+static inline float vec_sum(Vec a) {
+    float s = 0.0f;
+    for (int i = 0; i < 16; i++) s += a.v[i];
+    return s;
+}
+static inline Vec vec_dot16(Vec p, Codes c, const float *x) {
+    for (int i = 0; i < 16; i++) p.v[i] += c.v[i] * x[i];
+    return p;
+}
+static inline Vec vec_add16(Vec s, const float *x) {
+    for (int i = 0; i < 16; i++) s.v[i] += x[i];
+    return s;
+}
+static inline Vec vec_scale_add(Vec acc, Vec p, float d) {
+    for (int i = 0; i < 16; i++) acc.v[i] += p.v[i] * d;
+    return acc;
+}
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__) || defined(__AVX512F__)
+static inline Codes codes_i8(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)p); }
+static inline Codes codes_nibbles(const uint8_t *p, int high, int bias) {
+    __m128i b = _mm_loadu_si128((const __m128i *)p);
+    if (high) b = _mm_srli_epi16(b, 4);
+    return _mm_sub_epi8(_mm_and_si128(b, _mm_set1_epi8(0x0F)), _mm_set1_epi8((char)bias));
+}
+#else
+static inline Codes codes_i8(const uint8_t *p) {
+    Codes c;
+    memcpy(c.v, p, 16);
+    return c;
+}
+static inline Codes codes_nibbles(const uint8_t *p, int high, int bias) {
+    Codes c;
+    for (int i = 0; i < 16; i++) c.v[i] = (int8_t)(((high ? p[i] >> 4 : p[i]) & 0x0F) - bias);
+    return c;
+}
+#endif
+
+const char *quant_simd_name(void) { return SIMD_NAME; }
+
+static float dot_q8_0(const uint8_t *b, const float *x, int n) {
+    Vec acc = vec_zero();
+    for (int k = 0; k < n / 32; k++, b += 34, x += 32) {
+        Vec p = vec_dot16(vec_dot16(vec_zero(), codes_i8(b + 2), x), codes_i8(b + 18), x + 16);
+        acc = vec_scale_add(acc, p, half_at(b));
+    }
+    return vec_sum(acc);
+}
+
+static float dot_q4_0(const uint8_t *b, const float *x, int n) {
+    Vec acc = vec_zero();
+    for (int k = 0; k < n / 32; k++, b += 18, x += 32) {
+        Vec p = vec_dot16(vec_dot16(vec_zero(), codes_nibbles(b + 2, 0, 8), x), codes_nibbles(b + 2, 1, 8), x + 16);
+        acc = vec_scale_add(acc, p, half_at(b));
+    }
+    return vec_sum(acc);
+}
+
+static float dot_int8(const uint8_t *b, const float *x, int n) {
+    float s;
+    memcpy(&s, b, sizeof s);
+    const uint8_t *q = b + 4;
+    Vec p0 = vec_zero(), p1 = vec_zero(); // one scale for the row: two chains of products
+    int j = 0;
+    for (; j + 32 <= n; j += 32) {
+        p0 = vec_dot16(p0, codes_i8(q + j), x + j);
+        p1 = vec_dot16(p1, codes_i8(q + j + 16), x + j + 16);
+    }
+    float tail = 0.0f;
+    for (; j < n; j++) tail += (int8_t)q[j] * x[j];
+    return s * (vec_sum(p0) + vec_sum(p1) + tail);
+}
+
+// sum over a group of (q d + m) x = d * sum q x + m * sum x
+static float dot_int4(DType t, const uint8_t *b, const float *x, int n) {
+    int G = int4_group(t);
+    Vec acc = vec_zero(), acc_m = vec_zero();
+    float tail = 0.0f;
+    for (int k = 0; k * G < n; k++) {
+        int len = block_len(G, n, k), half = len / 2, j = 0;
+        const float *xg = x + (size_t)k * G;
+        float d = half_at(b), m = half_at(b + 2);
+        Vec p = vec_zero(), sx = vec_zero();
+        for (; j + 16 <= half; j += 16) {
+            p = vec_dot16(vec_dot16(p, codes_nibbles(b + 4 + j, 0, 0), xg + j), codes_nibbles(b + 4 + j, 1, 0), xg + half + j);
+            sx = vec_add16(vec_add16(sx, xg + j), xg + half + j);
+        }
+        acc = vec_scale_add(acc, p, d);
+        acc_m = vec_scale_add(acc_m, sx, m);
+        for (; j < half; j++)
+            tail += ((b[4 + j] & 0x0F) * d + m) * xg[j] + ((b[4 + j] >> 4) * d + m) * xg[half + j];
+        b += block_bytes(t, len);
+    }
+    return vec_sum(acc) + vec_sum(acc_m) + tail;
+}
+
+float dot_row(DType t, const void *row, const float *x, int n) {
+    switch (t) {
+    case DTYPE_F32: return dot_f32(row, x, n);
+    case DTYPE_Q8_0: return dot_q8_0(row, x, n);
+    case DTYPE_Q4_0: return dot_q4_0(row, x, n);
+    case DTYPE_I8: return dot_int8(row, x, n);
+    case DTYPE_I4_G32: case DTYPE_I4_G64: case DTYPE_I4_G128: return dot_int4(t, row, x, n);
+    default: die("dot_row: %s weights are not supported on the CPU", dtype_name(t));
+    }
+}
+
+// ---- matmul on typed weights ------------------------------------------------------------------
+
+#define MATVEC_MAX_ROWS 16      // as kernels.c: up to 16 input rows stream the weights once
+#define TILE_FLOATS (1 << 16)   // prefill: weight rows dequantised per sgemm, ~256 KB (L2)
+
+size_t matmul_typed_scratch_bytes(DType t, int R, int cols) {
+    if (!dtype_is_quantized(t) || R <= MATVEC_MAX_ROWS) return 0;
+    return (size_t)(cols > TILE_FLOATS ? cols : TILE_FLOATS) * sizeof(float);
+}
+
+void matmul_typed(float *out, const float *x, const Tensor *w, int R, void *scratch) {
+    int n = w->cols, d = w->rows;
+    if (w->dtype == DTYPE_F32) {
+        matmul(out, x, w->data, R, n, d);
+        return;
+    }
+    check_row("matmul", w->dtype, n);
+    const uint8_t *base = w->data;
+    size_t rb = dtype_row_bytes(w->dtype, n);
+    if (R <= MATVEC_MAX_ROWS) {
+        #pragma omp parallel for schedule(static)
+        for (int i = 0; i < d; i++)
+            for (int r = 0; r < R; r++)
+                out[(size_t)r * d + i] = dot_row(w->dtype, base + i * rb, x + (size_t)r * n, n);
+        return;
+    }
+    if (!scratch) die("matmul: %s weights over %d rows need scratch", dtype_name(w->dtype), R);
+    int tile = n > TILE_FLOATS ? 1 : TILE_FLOATS / n;
+    for (int i0 = 0; i0 < d; i0 += tile) {
+        int rows = d - i0 < tile ? d - i0 : tile;
+        dequantize_matrix(w->dtype, scratch, base + i0 * rb, rows, n); // (rows, n)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, rows, n, 1.0f, x, n, scratch, n, 0.0f, out + i0, d);
+    }
+}

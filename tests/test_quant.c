@@ -1,0 +1,260 @@
+// test_quant.c: the quantised weight formats and kernels of kernels/quant.h.
+//   - q8_0 / q4_0 bytes equal blocks built by hand from ggml's layout;
+//   - quantise -> dequantise round trips stay within each format's bound on random data;
+//   - dequantize_row equals the per-weight reference (ref_dequantize_weight) to 1 ulp of the
+//     block's scale range; dot_row (the SIMD decode kernel compiled for this target) and
+//     matmul_typed (row-streaming for R <= 16, tiled dequantise + sgemm above) agree with the
+//     double-accumulating reference within 2e-5 * sum |w_i x_i| per output;
+//   - up to 16 rows, matmul_typed's row r is bit for bit the single-row result.
+// Run: make build/tests/test_quant && build/tests/test_quant
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <string.h>
+
+#include "common.h"
+#include "kernels.h"
+#include "quant.h"
+#include "reference.h"
+#include "test_util.h"
+
+static const DType QUANT_TYPES[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_I8, DTYPE_I4_G32, DTYPE_I4_G64, DTYPE_I4_G128};
+#define N_QUANT_TYPES (int)(sizeof QUANT_TYPES / sizeof QUANT_TYPES[0])
+
+// Row lengths: whole blocks, and (for the types that allow them) rows ending in a short group.
+static const int LENGTHS[] = {32, 192, 512, 4096, 176, 301};
+
+static float *random_floats(size_t n, float std, uint64_t *rng) {
+    float *x = mallocCheck(n * sizeof(float));
+    fill_normal(x, n, std, rng);
+    return x;
+}
+
+static void test_q8_0_block_layout(void **state) {
+    (void)state;
+    // x = 0.5 * q with q = 8j - 127: amax = 63.5, so d = 0.5 (fp16 0x3800) and the codes are q.
+    float x[32];
+    uint8_t want[34] = {0x00, 0x38}, got[34];
+    for (int j = 0; j < 32; j++) {
+        x[j] = 0.5f * (8 * j - 127);
+        want[2 + j] = (uint8_t)(int8_t)(8 * j - 127);
+    }
+    assert_int_equal(dtype_row_bytes(DTYPE_Q8_0, 32), 34);
+    quantize_row(DTYPE_Q8_0, got, x, 32);
+    assert_memory_equal(got, want, sizeof want);
+}
+
+static void test_q4_0_block_layout(void **state) {
+    (void)state;
+    // x = 0.25 * (c - 8): the largest magnitude is x[0] = -2 (c = 0), so d = -2 / -8 = 0.25
+    // (fp16 0x3400) and the nibbles are c; byte j = c[j] | c[j + 16] << 4.
+    int c[32];
+    float x[32];
+    for (int j = 0; j < 16; j++) c[j] = j;
+    for (int j = 16; j < 32; j++) c[j] = (j * 7) % 15 + 1;
+    for (int j = 0; j < 32; j++) x[j] = 0.25f * (c[j] - 8);
+    uint8_t want[18] = {0x00, 0x34}, got[18];
+    for (int j = 0; j < 16; j++) want[2 + j] = (uint8_t)(c[j] | c[j + 16] << 4);
+    assert_int_equal(dtype_row_bytes(DTYPE_Q4_0, 32), 18);
+    quantize_row(DTYPE_Q4_0, got, x, 32);
+    assert_memory_equal(got, want, sizeof want);
+}
+
+static void test_bits_per_weight(void **state) {
+    (void)state;
+    assert_true(dtype_bits_per_weight(DTYPE_F32, 64) == 32.0);
+    assert_true(dtype_bits_per_weight(DTYPE_Q8_0, 4096) == 8.5);
+    assert_true(dtype_bits_per_weight(DTYPE_Q4_0, 4096) == 4.5);
+    assert_true(dtype_bits_per_weight(DTYPE_I8, 4096) == 8.0 + 32.0 / 4096);
+    assert_true(dtype_bits_per_weight(DTYPE_I4_G32, 4096) == 5.0);
+    assert_true(dtype_bits_per_weight(DTYPE_I4_G64, 4096) == 4.5);
+    assert_true(dtype_bits_per_weight(DTYPE_I4_G128, 4096) == 4.25);
+    // 192 = 128 + 64: one group of each, 68 + 36 bytes
+    assert_int_equal(dtype_row_bytes(DTYPE_I4_G128, 192), 104);
+    assert_false(dtype_holds_row(DTYPE_Q8_0, 176));
+    assert_false(dtype_holds_row(DTYPE_Q4_0, 48));
+    assert_true(dtype_holds_row(DTYPE_I4_G64, 176));
+    assert_false(dtype_holds_row(DTYPE_I4_G32, 301));
+    assert_true(dtype_holds_row(DTYPE_I8, 301));
+}
+
+// The largest error a weight of block [x, x + len) may have after a round trip through t.
+static double round_trip_bound(DType t, const float *x, int len) {
+    double amax = 0.0, min = INFINITY, max = -INFINITY;
+    for (int j = 0; j < len; j++) {
+        amax = fmax(amax, fabs(x[j]));
+        min = fmin(min, x[j]);
+        max = fmax(max, x[j]);
+    }
+    double fp16 = 1.0 / 2048; // relative rounding of an fp16 scale
+    switch (t) {
+    case DTYPE_Q8_0: return amax / 127 / 2 + amax * fp16;  // half a step, + 127 codes x the scale's rounding
+    case DTYPE_Q4_0: return amax / 8 + amax * fp16;        // the side opposite the max clamps at 7 d
+    case DTYPE_I8: return amax / 127 / 2 * (1 + 1e-6);     // fp32 scale
+    default: return (max - min) / 15 / 2 + (fabs(min) + (max - min)) * fp16; // d and m rounded to fp16
+    }
+}
+
+static void test_round_trip_within_bound(void **state) {
+    (void)state;
+    uint64_t rng = rng_seed(16);
+    for (int k = 0; k < N_QUANT_TYPES; k++)
+        for (size_t l = 0; l < sizeof LENGTHS / sizeof LENGTHS[0]; l++) {
+            DType t = QUANT_TYPES[k];
+            int n = LENGTHS[l];
+            if (!dtype_holds_row(t, n)) continue;
+            float *x = random_floats(n, 0.05f, &rng), *y = mallocCheck(n * sizeof(float));
+            x[n / 3] = 0.6f; // an outlier
+            uint8_t *q = mallocCheck(dtype_row_bytes(t, n));
+            quantize_row(t, q, x, n);
+            dequantize_row(t, y, q, n);
+            int B = dtype_block_elems(t, n);
+            for (int b = 0; b * B < n; b++) {
+                int len = n - b * B < B ? n - b * B : B;
+                double bound = round_trip_bound(t, x + b * B, len);
+                for (int j = b * B; j < b * B + len; j++)
+                    if (!(fabs((double)y[j] - x[j]) <= bound))
+                        fail_msg("%s n=%d weight %d: %g -> %g, error %.3g > bound %.3g", dtype_name(t), n, j, x[j],
+                                 y[j], fabs((double)y[j] - x[j]), bound);
+            }
+            free(x), free(y), free(q);
+        }
+}
+
+static void test_dequantize_matches_reference(void **state) {
+    (void)state;
+    uint64_t rng = rng_seed(17);
+    for (int k = 0; k < N_QUANT_TYPES; k++)
+        for (size_t l = 0; l < sizeof LENGTHS / sizeof LENGTHS[0]; l++) {
+            DType t = QUANT_TYPES[k];
+            int n = LENGTHS[l];
+            if (!dtype_holds_row(t, n)) continue;
+            float *x = random_floats(n, 1.0f, &rng), *y = mallocCheck(n * sizeof(float));
+            uint8_t *q = mallocCheck(dtype_row_bytes(t, n));
+            quantize_row(t, q, x, n);
+            dequantize_row(t, y, q, n);
+            for (int i = 0; i < n; i++) {
+                float want = ref_dequantize_weight(t, q, n, i);
+                // int4's q * d + m rounds twice in fp32, once in the reference: 1 ulp of ~ |x| + range
+                if (!(fabsf(y[i] - want) <= 2.4e-7f * 16.0f)) // (|want| <= 16 for N(0, 1) data)
+                    fail_msg("%s n=%d weight %d: %.9g, reference %.9g", dtype_name(t), n, i, y[i], want);
+            }
+            free(x), free(y), free(q);
+        }
+}
+
+// |got - want| <= 2e-5 * sum_i |w_i x_i| for one output; scale is that sum.
+static void assert_dot_close(const char *what, DType t, double got, double want, double scale) {
+    if (!(fabs(got - want) <= 2e-5 * scale))
+        fail_msg("%s %s: %.9g, reference %.9g (|w x| sum %.4g)", what, dtype_name(t), got, want, scale);
+}
+
+static double abs_dot(DType t, const void *row, const float *x, int n) {
+    double s = 0.0;
+    for (int i = 0; i < n; i++) s += fabs((double)ref_dequantize_weight(t, row, n, i) * x[i]);
+    return s;
+}
+
+static void test_dot_matches_reference(void **state) {
+    (void)state;
+    uint64_t rng = rng_seed(18);
+    print_message("dot_row compiled for: %s\n", quant_simd_name());
+    for (int k = 0; k < N_QUANT_TYPES; k++)
+        for (size_t l = 0; l < sizeof LENGTHS / sizeof LENGTHS[0]; l++) {
+            DType t = QUANT_TYPES[k];
+            int n = LENGTHS[l];
+            if (!dtype_holds_row(t, n)) continue;
+            float *w = random_floats(n, 1.0f, &rng), *x = random_floats(n, 1.0f, &rng);
+            uint8_t *q = mallocCheck(dtype_row_bytes(t, n));
+            quantize_row(t, q, w, n);
+            assert_dot_close("dot_row", t, dot_row(t, q, x, n), ref_dot_row(t, q, x, n), abs_dot(t, q, x, n));
+            free(w), free(x), free(q);
+        }
+}
+
+// matmul_typed against the reference dot of every (row, output) pair; R spans both paths.
+static void check_matmul_typed(DType t, int R, int n, int d, uint64_t *rng) {
+    float *w = random_floats((size_t)d * n, 1.0f, rng), *x = random_floats((size_t)R * n, 1.0f, rng);
+    size_t rb = dtype_row_bytes(t, n);
+    uint8_t *q = mallocCheck(d * rb);
+    quantize_matrix(t, q, w, d, n);
+    Tensor tw = {t, q, d, n};
+    size_t sb = matmul_typed_scratch_bytes(t, R, n);
+    void *scratch = sb ? mallocCheck(sb) : NULL;
+    float *out = mallocCheck((size_t)R * d * sizeof(float));
+    matmul_typed(out, x, &tw, R, scratch);
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < d; i++) {
+            const float *xr = x + (size_t)r * n;
+            assert_dot_close(R > 16 ? "matmul (tiled sgemm)" : "matmul (row-streaming)", t, out[(size_t)r * d + i],
+                             ref_dot_row(t, q + i * rb, xr, n), abs_dot(t, q + i * rb, xr, n));
+        }
+    free(w), free(x), free(q), free(scratch), free(out);
+}
+
+static void test_matmul_typed_matches_reference(void **state) {
+    (void)state;
+    uint64_t rng = rng_seed(19);
+    for (int k = 0; k < N_QUANT_TYPES; k++) {
+        DType t = QUANT_TYPES[k];
+        check_matmul_typed(t, 1, 192, 64, &rng);
+        check_matmul_typed(t, 5, 512, 33, &rng);
+        check_matmul_typed(t, 40, 192, 700, &rng); // several tiles of weight rows
+        if (dtype_holds_row(t, 176)) check_matmul_typed(t, 20, 176, 48, &rng);
+    }
+}
+
+static void test_matmul_typed_rows_match_single_rows(void **state) {
+    (void)state;
+    uint64_t rng = rng_seed(20);
+    enum { R = 16, N = 256, D = 48 };
+    for (int k = 0; k < N_QUANT_TYPES; k++) {
+        DType t = QUANT_TYPES[k];
+        float *w = random_floats((size_t)D * N, 1.0f, &rng), *x = random_floats((size_t)R * N, 1.0f, &rng);
+        uint8_t *q = mallocCheck(D * dtype_row_bytes(t, N));
+        quantize_matrix(t, q, w, D, N);
+        Tensor tw = {t, q, D, N};
+        float rows[R * D], one[D];
+        matmul_typed(rows, x, &tw, R, NULL);
+        for (int r = 0; r < R; r++) {
+            matmul_typed(one, x + (size_t)r * N, &tw, 1, NULL);
+            assert_memory_equal(rows + (size_t)r * D, one, sizeof one);
+        }
+        free(w), free(x), free(q);
+    }
+}
+
+// The CPU's embedding op reads quantised tables by dequantising the token's row.
+static void test_embedding_dequantizes_rows(void **state) {
+    (void)state;
+    uint64_t rng = rng_seed(21);
+    enum { V = 10, C = 64 };
+    float *table = random_floats(V * C, 1.0f, &rng), got[3 * C], want[C];
+    uint8_t q[V * 36 * 2];
+    quantize_matrix(DTYPE_Q4_0, q, table, V, C);
+    Tensor t = {DTYPE_Q4_0, q, V, C};
+    int tokens[3] = {7, 0, 9};
+    ops_cpu()->embedding(got, &t, tokens, 3);
+    for (int r = 0; r < 3; r++) {
+        dequantize_row(DTYPE_Q4_0, want, q + tokens[r] * dtype_row_bytes(DTYPE_Q4_0, C), C);
+        assert_memory_equal(got + r * C, want, sizeof want);
+    }
+    free(table);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_q8_0_block_layout),
+        cmocka_unit_test(test_q4_0_block_layout),
+        cmocka_unit_test(test_bits_per_weight),
+        cmocka_unit_test(test_round_trip_within_bound),
+        cmocka_unit_test(test_dequantize_matches_reference),
+        cmocka_unit_test(test_dot_matches_reference),
+        cmocka_unit_test(test_matmul_typed_matches_reference),
+        cmocka_unit_test(test_matmul_typed_rows_match_single_rows),
+        cmocka_unit_test(test_embedding_dequantizes_rows),
+    };
+    return cmocka_run_group_tests_name("quant", tests, NULL, NULL);
+}
