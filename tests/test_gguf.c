@@ -391,6 +391,9 @@ static void assert_config_equal(const Config *a, const Config *b) {
     assert_int_equal(a->rope.orig_ctx, b->rope.orig_ctx);
     assert_true(a->rope.beta_fast == b->rope.beta_fast);
     assert_true(a->rope.beta_slow == b->rope.beta_slow);
+    assert_int_equal(a->kv_lora_rank, b->kv_lora_rank);
+    assert_int_equal(a->rope_dim, b->rope_dim);
+    assert_int_equal(a->kv_share, b->kv_share);
 }
 
 static void assert_tokenizer_equal(const Tokenizer *a, const Tokenizer *b) {
@@ -455,7 +458,7 @@ static void llama2c_tokenizer(Tokenizer *t) {
 
 static void test_model_gguf_round_trip_f32(void **state) {
     (void)state;
-    for (int variant = 0; variant < 2; variant++) {
+    for (int variant = 0; variant < 5; variant++) { // plain x 2, MLA, CLA, MLA + CLA
         Tokenizer tok;
         Config c = small_config(variant == 0);
         if (variant == 0) {
@@ -474,6 +477,15 @@ static void test_model_gguf_round_trip_f32(void **state) {
             c.rope.beta_slow = 2.0f;
             c.n_kv_heads = 1;
             c.head_dim = 6;
+        }
+        if (variant == 2 || variant == 4) { // MLA: attn_kv_a_mqa, attn_kv_b, kv_lora_rank, rope dims
+            c.n_kv_heads = c.n_heads;
+            c.kv_lora_rank = 12;
+            c.rope_dim = 4;
+        }
+        if (variant >= 3) { // CLA: three layers, the second without KV tensors
+            c.n_layers = 3;
+            c.kv_share = 2;
         }
         c.vocab_size = tok.vocab_size;
         Model m, back;
