@@ -544,6 +544,12 @@ static void test_forward_flops(void **state) {
     matmul = 2.0 * 2 * (48 * 4 * 20 + 48 * 4 * 16 + 3 * 48 * 96 + 48 * 20);
     want = 3 * matmul + 2.0 * 2 * 4 * (20 + 16) * 6 + 2.0 * 48 * 67;
     assert_true(fabs(model_forward_flops(&mla, 3, 0, 1) - want) < 1e-6);
+    // expanded (the trainer's form): queries of hd + d_r = 16, outputs of hd = 12, W_kv_b
+    // (4 * 2 * 12 rows of 16) once per token, scores over 16 dims and P.V over 12
+    matmul = 2.0 * 2 * (48 * 4 * 16 + 48 * 4 * 12 + 3 * 48 * 96 + 48 * 20 + 96 * 16);
+    want = 3 * matmul + 2.0 * 2 * 4 * (16 + 12) * 6 + 2.0 * 48 * 67;
+    assert_true(fabs(model_forward_flops_expanded(&mla, 3, 0, 1) - want) < 1e-6);
+    assert_true(model_forward_flops_expanded(&c, 1, 10, 1) == model_forward_flops(&c, 1, 10, 1));
 }
 
 int main(void) {

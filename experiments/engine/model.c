@@ -128,19 +128,30 @@ static double visible_keys(const Config *c, int p) {
     return c->window + sinks_outside;
 }
 
-double model_forward_flops(const Config *c, int n_new, int n_past, int head_rows) {
+// absorbed: MLA as inference runs it (latent queries and outputs); else as the trainer runs
+// it (every head's keys and values expanded from the latent once per token).
+static double forward_flops(const Config *c, int n_new, int n_past, int head_rows, int absorbed) {
     double C = c->dim, H = c->hidden_dim, nh = c->n_heads, L = c->n_layers;
     ModelDims d = model_dims(c);
-    // per head: query / key dims of a score, value dims of an output (MLA: the absorbed path's)
-    double score_dim = c->kv_lora_rank ? (double)d.latent : c->head_dim;
-    double value_dim = c->kv_lora_rank ? c->kv_lora_rank : c->head_dim;
+    int latent = c->kv_lora_rank && absorbed;
+    // per head: query / key dims of a score, value dims of an output
+    double score_dim = latent ? (double)d.latent : (double)d.qk;
+    double value_dim = latent ? c->kv_lora_rank : c->head_dim;
     double per_layer = C * nh * score_dim + C * nh * value_dim + 3 * C * H; // wq, wo, MLP
-    double per_kv_layer = 2 * C * d.kv + C * d.latent;
+    double per_kv_layer = 2 * C * d.kv + C * d.latent + (latent ? 0.0 : (double)d.kv_b * c->kv_lora_rank);
     double per_token = 2.0 * (L * per_layer + d.L_kv * per_kv_layer);
     double keys = 0.0;
     for (int p = n_past; p < n_past + n_new; p++) keys += visible_keys(c, p);
     double attention = 2.0 * L * nh * (score_dim + value_dim) * keys; // Q.K^T and P.V
     return per_token * n_new + attention + 2.0 * C * c->vocab_size * head_rows;
+}
+
+double model_forward_flops(const Config *c, int n_new, int n_past, int head_rows) {
+    return forward_flops(c, n_new, n_past, head_rows, 1);
+}
+
+double model_forward_flops_expanded(const Config *c, int n_new, int n_past, int head_rows) {
+    return forward_flops(c, n_new, n_past, head_rows, 0);
 }
 
 void model_kv_cache_alloc(KVCache *kv, const Ops *ops, const Config *c, int capacity) {

@@ -124,6 +124,9 @@ void model_free(Model *m);
 // Prefill of T tokens: (T, 0); one decode step at position p: (1, p); recomputing
 // everything for position p: (p + 1, 0) with only the last row's head, see head_rows.
 double model_forward_flops(const Config *c, int n_new, int n_past, int head_rows);
+// The same with MLA's keys and values expanded from the latent once per token, the form the
+// trainer runs (queries and keys of hd + d_r, values of hd); model_forward_flops otherwise.
+double model_forward_flops_expanded(const Config *c, int n_new, int n_past, int head_rows);
 
 // ---- the model placed on a backend, and its one forward pass ---------------------------------
 

@@ -891,7 +891,7 @@ void train_prefix_matching(Trainer *t, int bos, int n_seqs, uint64_t seed, doubl
     free(tokens);
 }
 
-double train_flops(const Config *c, int B, int T) { return 3.0 * B * model_forward_flops(c, T, 0, T); }
+double train_flops(const Config *c, int B, int T) { return 3.0 * B * model_forward_flops_expanded(c, T, 0, T); }
 
 // --- checkpoints -------------------------------------------------------------------------
 

@@ -261,7 +261,7 @@ int train_passkey_score(Trainer *t, const Tokenizer *tok, const int *filler, siz
 void train_prefix_matching(Trainer *t, int bos, int n_seqs, uint64_t seed, double *best);
 
 // Floating-point operations of training on B sequences of T tokens (forward + backward =
-// 3 x forward).
+// 3 x forward, MLA in the trainer's expanded form: model_forward_flops_expanded).
 double train_flops(const Config *c, int B, int T);
 
 // --- checkpoints: weights, moments, step and log, keyed so a stale one is refused ---
