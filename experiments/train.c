@@ -91,11 +91,13 @@ static void list_zoo(const Zoo *z) {
     for (int i = 0; i < z->n_models; i++) {
         const ZooModel *m = &z->models[i];
         const Config *c = &m->config;
-        char schedule[512];
+        char schedule[512], kv[64] = "";
         describe_schedule(schedule, sizeof schedule, &m->train);
-        printf("  %-10s %-9s %-3s dim %4d layers %d heads %d/%d hidden %4d  %6.2fM params  %d steps x %d x %d tokens, "
+        if (c->kv_lora_rank) snprintf(kv, sizeof kv, " d_c %d d_r %d", c->kv_lora_rank, c->rope_dim);
+        if (c->kv_share > 1) snprintf(kv + strlen(kv), sizeof kv - strlen(kv), " kv_share %d", c->kv_share);
+        printf("  %-10s %-9s %-3s dim %4d layers %d heads %d/%d%s hidden %4d  %6.2fM params  %d steps x %d x %d tokens, "
                "lr %g\n             %s\n",
-               m->name, m->role, m->attention, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->hidden_dim,
+               m->name, m->role, m->attention, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, kv, c->hidden_dim,
                model_param_count(c) / 1e6, m->train.steps, m->train.batch_size, m->train.seq_len, m->train.lr, schedule);
     }
 }

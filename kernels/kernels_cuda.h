@@ -94,9 +94,10 @@ void cuda_softmax_rows(float *x, int rows, int n);
 void cuda_swiglu(float *out, const float *gate, const float *up, int T, int H);
 // x += y, n elements (the residual adds).
 void cuda_add(float *x, const float *y, size_t n);
-// rope_rotate for R rows at once: row r of x (R, n_heads * head_dim) is at position pos[r].
-// pos (R) and inv_freq (head_dim / 2) are device arrays.
-void cuda_rope(float *x, int R, int n_heads, int head_dim, const int *pos, const float *inv_freq,
+// rope_rotate for R rows at once: row r of x (R, n_heads * head_dim) is at position pos[r];
+// only the last rot_dim dims of each head turn (rot_dim = head_dim: all of it, ops.h's rope).
+// pos (R) and inv_freq (rot_dim / 2) are device arrays.
+void cuda_rope(float *x, int R, int n_heads, int head_dim, int rot_dim, const int *pos, const float *inv_freq,
                float mscale);
 // out (R, C) fp32 = rows tokens[r] of table (V, C) of type t; tokens is a device array.
 void cuda_embedding(float *out, const void *table, DType t, const int *tokens, int R, int C);
@@ -129,14 +130,15 @@ double cuda_matmul_bench(GemmMode mode, int M, int N, int K, int warmup, int rep
 // attention_kv for R query rows that may belong to different sequences (a batched decode
 // step, or the rows of one prefill chunk): row r of q (R, n_heads, head_dim) is at position
 // pos[r] and attends to keys 0 .. pos[r] (window and sinks as in attention_visible) stored
-// in keys[r], values[r], each (>= pos[r] + 1, n_kv_heads, head_dim).
-// pos, keys and values are device arrays (of device pointers). out (R, n_heads, head_dim).
+// in keys[r], values[r], rows of the shape's key / value strides (ops.h's AttentionShape).
+// pos, keys and values are device arrays (of device pointers). out (R, n_heads, value_dim).
 // Any head_dim; online softmax over key chunks, so no score buffer grows with the context.
 void cuda_attention_rows(float *out, const float *q, float *const *keys, float *const *values,
                          const int *pos, int R, const AttentionShape *shape);
 
 // Write row r of k and v (R, kv_dim) at position pos[r] of keys[r] / values[r] (device
-// arrays as above): appending a step's keys and values to each sequence's cache.
+// arrays as above): appending a step's keys and values to each sequence's cache. v = NULL
+// writes the keys only (values that live in the key rows).
 void cuda_kv_append(float *const *keys, float *const *values, const float *k, const float *v,
                     const int *pos, int R, int kv_dim);
 

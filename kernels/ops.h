@@ -40,13 +40,28 @@ typedef struct {
 } Tensor;
 
 // The attention of one layer: n_heads query heads over n_kv_heads key/value heads (query
-// head h reads KV head h / (n_heads / n_kv_heads)), scores q.k * scale.
+// head h reads KV head h / (n_heads / n_kv_heads)), scores q.k * scale. Queries and keys have
+// head_dim dims, values and outputs value_dim. The fields after scale default when 0 (so an
+// MHA/GQA/MQA shape can leave them out): value_dim = head_dim, and a position's key (value) row
+// is n_kv_heads * head_dim (value_dim) floats after the previous one. MLA's absorbed attention
+// sets them: one KV head whose key is the latent row [c_kv; k_R] and whose value is its c_kv
+// prefix, read from the same rows (value_dim = d_c, value_stride = d_c + d_r).
 typedef struct {
     int n_heads, n_kv_heads, head_dim;
     int window;   // 0 = full causal attention
     int n_sink;   // first n_sink positions stay visible outside the window
     float scale;  // usually 1/sqrt(head_dim)
+    int value_dim;                // 0 = head_dim
+    int key_stride, value_stride; // floats between positions' rows; 0 = n_kv_heads * head_dim (value_dim)
 } AttentionShape;
+
+static inline int attention_value_dim(const AttentionShape *s) { return s->value_dim ? s->value_dim : s->head_dim; }
+static inline int attention_key_stride(const AttentionShape *s) {
+    return s->key_stride ? s->key_stride : s->n_kv_heads * s->head_dim;
+}
+static inline int attention_value_stride(const AttentionShape *s) {
+    return s->value_stride ? s->value_stride : s->n_kv_heads * attention_value_dim(s);
+}
 
 // Does a query at position p see the key at position j? Shared by every attention kernel.
 static inline int attention_visible(int p, int j, int window, int n_sink) {
@@ -55,7 +70,8 @@ static inline int attention_visible(int p, int j, int window, int n_sink) {
 
 // Where R query rows find one layer's keys and values: row r is at position pos[r] of its
 // sequence, whose cached keys and values for this layer start at keys[r] and values[r],
-// (capacity, n_kv_heads * head_dim) contiguous, position p at row p. Rows of one sequence
+// position p at row p (rows of the shape's key / value stride; values[r] may equal keys[r]
+// when the values are part of the key rows, as in MLA's latent cache). Rows of one sequence
 // share the pointers; a prefill chunk is consecutive rows of one sequence, a batched decode
 // step one row of each. All three arrays live in backend memory.
 typedef struct {
@@ -92,14 +108,17 @@ typedef struct Ops {
     void (*add)(float *x, const float *y, size_t n);
     // out (R, table.cols) = rows tokens[r] of table, as fp32; tokens (R).
     void (*embedding)(float *out, const Tensor *table, const int *tokens, int R);
-    // Rotate adjacent pairs of every head of row r of x (R, n_heads * head_dim) by the angle
-    // pos[r] * inv_freq[i], scaled by mscale (YaRN's attention temperature; 1 otherwise).
-    void (*rope)(float *x, int R, int n_heads, int head_dim, const int *pos, const float *inv_freq,
+    // Rotate adjacent pairs of the last rot_dim dims of every head of row r of x
+    // (R, n_heads * head_dim) by the angle pos[r] * inv_freq[i], scaled by mscale (YaRN's
+    // attention temperature; 1 otherwise). rot_dim = head_dim rotates whole heads; MLA rotates
+    // only the decoupled RoPE part at the end of each head.
+    void (*rope)(float *x, int R, int n_heads, int head_dim, int rot_dim, const int *pos, const float *inv_freq,
                  float mscale);
-    // Store row r of k and v (R, kv_dim) at position pos[r] of its sequence's keys / values.
+    // Store row r of k and v (R, kv_dim) at position pos[r] of its sequence's keys / values
+    // (rows of kv_dim floats); v = NULL stores keys only (values read from the key rows).
     void (*kv_write)(const KVRows *kv, const float *k, const float *v, int kv_dim);
     // Causal attention of q (R, n_heads * head_dim) against the rows' caches (window and sinks
-    // as in attention_visible, only visible keys visited) into out (same shape).
+    // as in attention_visible, only visible keys visited) into out (R, n_heads * value_dim).
     // scratch: attention_scratch_bytes(max_keys) bytes with max_keys >= every pos[r] + 1 (the
     // CPU's per-thread score rows, sized for the thread count at the time of that call); the
     // op dies if scratch_bytes is too small for this call.

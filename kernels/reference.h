@@ -16,7 +16,8 @@ void ref_swiglu(float *out, const float *gate, const float *up, int T, int H);
 float ref_dequantize_weight(DType t, const void *row, int n, int i);
 double ref_dot_row(DType t, const void *row, const float *x, int n);
 // Queries q (n_q, n_heads * hd) at positions pos0 .. pos0 + n_q - 1 of one sequence whose
-// keys and values k, v are (>= pos0 + n_q, n_kv_heads * hd): attention_kv for a single sequence.
+// keys and values k, v hold rows of the shape's strides (>= pos0 + n_q of them): attention_kv
+// for a single sequence; out (n_q, n_heads * value_dim).
 void ref_attention_kv(float *out, const float *q, const float *k, const float *v, int n_q, int pos0,
                       const AttentionShape *shape);
 

@@ -29,6 +29,14 @@ static inline Config small_config(int n_heads, int n_kv_heads, int window, int n
     return c;
 }
 
+// small_config made MLA: d_c = kv_lora_rank, d_r = rope_dim (n_kv_heads = n_heads).
+static inline Config small_mla_config(int n_heads, int kv_lora_rank, int rope_dim, int window, int n_sink) {
+    Config c = small_config(n_heads, n_heads, window, n_sink);
+    c.kv_lora_rank = kv_lora_rank;
+    c.rope_dim = rope_dim;
+    return c;
+}
+
 // A model with N(0, std) weights and random (not unit) norm gains, so a wrong gain index
 // cannot hide.
 static inline void random_model(Model *m, const Config *c, uint64_t seed, float std) {
@@ -62,38 +70,66 @@ static inline int stop_at(void *ctx, int token) {
 // Rounds n floats in place to a backend's matmul input type (NULL: no rounding).
 typedef void (*RoundFn)(float *x, size_t n, DType t);
 
+// RoPE on the last rot of every head (width wide) of the T rows of x (T, n_heads * wide).
+static inline void ref_rope_rows(float *x, int T, int n_heads, int wide, int rot, const float *inv_freq, float mscale) {
+    for (int i = 0; i < T; i++)
+        for (int h = 0; h < n_heads; h++)
+            ref_rope_rotate(x + ((size_t)i * n_heads + h) * wide + wide - rot, 1, rot, i, inv_freq, mscale);
+}
+
 // A plain forward of every position of one sequence with the reference kernels, attention
-// over the whole sequence at once: independent of caches, chunking and backends. round, when
-// set, rounds each matmul input to t where a backend with t weights rounds it (the weights
-// themselves must already be rounded), so it computes what that backend computes, up to
-// accumulation order. logits (T, V).
+// over the whole sequence at once: independent of caches, chunking and backends. MLA in its
+// naive form (keys and values decompressed per head); CLA layers reuse their set's first
+// layer's keys and values. round, when set, rounds each matmul input to t where a backend
+// with t weights rounds it (the weights themselves must already be rounded), so it computes
+// what that backend computes, up to accumulation order (for MHA / GQA / MQA: MLA's absorbed
+// path rounds other inputs). logits (T, V).
 static inline void ref_forward(const Model *m, const int *tokens, int T, float *logits, RoundFn round, DType t) {
     const Config *c = &m->config;
     const Weights *w = &m->weights;
-    int C = c->dim, H = c->hidden_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+    ModelDims d = model_dims(c);
+    int mla = c->kv_lora_rank > 0, nh = c->n_heads, hd = c->head_dim, dc = c->kv_lora_rank, dr = c->rope_dim;
+    int C = c->dim, H = c->hidden_dim, qd = d.q, od = d.o, lat = d.latent;
+    int kw = mla ? d.q : d.kv, vw = mla ? d.o : d.kv, rot = mla ? dr : hd;
     float *x = mallocCheck((size_t)T * C * 4), *xb = mallocCheck((size_t)T * C * 4);
-    float *q = mallocCheck((size_t)T * qd * 4), *k = mallocCheck((size_t)T * kvd * 4);
-    float *v = mallocCheck((size_t)T * kvd * 4), *att = mallocCheck((size_t)T * qd * 4);
+    float *q = mallocCheck((size_t)T * qd * 4), *k = mallocCheck((size_t)T * kw * 4);
+    float *v = mallocCheck((size_t)T * vw * 4), *att = mallocCheck((size_t)T * od * 4);
+    float *latent = mallocCheck((size_t)T * lat * 4 + 4), *ckv = mallocCheck((size_t)T * dc * 4 + 4);
+    float *kv_b = mallocCheck((size_t)T * d.kv_b * 4 + 4);
     float *proj = mallocCheck((size_t)T * C * 4), *h1 = mallocCheck((size_t)T * H * 4), *h3 = mallocCheck((size_t)T * H * 4);
-    float *inv_freq = mallocCheck((size_t)hd / 2 * sizeof(float));
-    float mscale = rope_frequencies(inv_freq, hd, &c->rope);
-    AttentionShape s = {c->n_heads, c->n_kv_heads, hd, c->window, c->n_sink, 1.0f / sqrtf((float)hd)};
+    float *inv_freq = mallocCheck((size_t)rot / 2 * sizeof(float));
+    float mscale = rope_frequencies(inv_freq, rot, &c->rope);
+    AttentionShape s = {nh, mla ? nh : c->n_kv_heads, d.qk, c->window, c->n_sink, 1.0f / sqrtf((float)d.qk),
+                        .value_dim = hd};
 #define ROUND(buf, n) \
     if (round) round(buf, n, t)
     for (int i = 0; i < T; i++) memcpy(x + (size_t)i * C, w->token_embedding + (size_t)tokens[i] * C, C * 4);
     for (int l = 0; l < c->n_layers; l++) {
+        size_t g = (size_t)(l / c->kv_share);
         ref_rmsnorm(xb, x, w->rms_att + l * C, T, C, c->norm_eps);
         ROUND(xb, (size_t)T * C);
         ref_matmul(q, xb, w->wq + (size_t)l * qd * C, T, C, qd);
-        ref_matmul(k, xb, w->wk + (size_t)l * kvd * C, T, C, kvd);
-        ref_matmul(v, xb, w->wv + (size_t)l * kvd * C, T, C, kvd);
-        for (int i = 0; i < T; i++) {
-            ref_rope_rotate(q + (size_t)i * qd, c->n_heads, hd, i, inv_freq, mscale);
-            ref_rope_rotate(k + (size_t)i * kvd, c->n_kv_heads, hd, i, inv_freq, mscale);
+        ref_rope_rows(q, T, nh, d.qk, rot, inv_freq, mscale);
+        if (l % c->kv_share == 0 && !mla) {
+            ref_matmul(k, xb, w->wk + g * d.kv * C, T, C, d.kv);
+            ref_matmul(v, xb, w->wv + g * d.kv * C, T, C, d.kv);
+            ref_rope_rows(k, T, c->n_kv_heads, hd, hd, inv_freq, mscale);
+        } else if (l % c->kv_share == 0) { // [c_kv; RoPE(k_R)], then every head's [k_C; k_R] and v
+            ref_matmul(latent, xb, w->wkv_a + g * lat * C, T, C, lat);
+            ref_rope_rows(latent, T, 1, lat, dr, inv_freq, mscale);
+            for (int i = 0; i < T; i++) memcpy(ckv + (size_t)i * dc, latent + (size_t)i * lat, dc * 4);
+            ref_matmul(kv_b, ckv, w->wkv_b + g * d.kv_b * dc, T, dc, d.kv_b);
+            for (int i = 0; i < T; i++)
+                for (int h = 0; h < nh; h++) {
+                    const float *kc = kv_b + (size_t)i * d.kv_b + (size_t)h * 2 * hd;
+                    memcpy(k + (size_t)i * kw + (size_t)h * d.qk, kc, hd * 4);
+                    memcpy(k + (size_t)i * kw + (size_t)h * d.qk + hd, latent + (size_t)i * lat + dc, dr * 4);
+                    memcpy(v + (size_t)i * vw + (size_t)h * hd, kc + hd, hd * 4);
+                }
         }
         ref_attention_kv(att, q, k, v, T, 0, &s);
-        ROUND(att, (size_t)T * qd);
-        ref_matmul(proj, att, w->wo + (size_t)l * C * qd, T, qd, C);
+        ROUND(att, (size_t)T * od);
+        ref_matmul(proj, att, w->wo + (size_t)l * C * od, T, od, C);
         for (size_t i = 0; i < (size_t)T * C; i++) x[i] += proj[i];
         ref_rmsnorm(xb, x, w->rms_ffn + l * C, T, C, c->norm_eps);
         ROUND(xb, (size_t)T * C);
@@ -108,7 +144,7 @@ static inline void ref_forward(const Model *m, const int *tokens, int T, float *
     ROUND(xb, (size_t)T * C);
 #undef ROUND
     ref_matmul(logits, xb, w->wcls, T, C, c->vocab_size);
-    float *bufs[] = {x, xb, q, k, v, att, proj, h1, h3, inv_freq};
+    float *bufs[] = {x, xb, q, k, v, att, latent, ckv, kv_b, proj, h1, h3, inv_freq};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
 }
 

@@ -19,7 +19,8 @@
 //     the one forward pass on the CUDA ops table: chunked prefill and three batched decode
 //     steps of two sequences give, in fp32, the CPU engine's logits and the reference
 //     forward's (model_reference.h, 1e-4); in fp16 and bf16 those of the reference with
-//     weights and matmul inputs rounded where the GPU rounds them (1e-2).
+//     weights and matmul inputs rounded where the GPU rounds them (1e-2); MLA (absorbed) and
+//     CLA in fp32 the same way (1e-4).
 // Without a device or driver (or built with CUDA=0) every test that needs one reports itself
 // skipped. None of it has run on a GPU yet: it was written on a machine without one.
 // Run: make build/tests/test_cuda && ./build/tests/test_cuda
@@ -178,7 +179,7 @@ static void test_rope(void **state) {
     float *x_d = to_device(x, (size_t)R * H * HD, DTYPE_F32), *f_d = to_device(inv_freq, HD / 2, DTYPE_F32);
     int *pos_d = cudaMallocCheck(sizeof pos);
     cuda_upload(pos_d, pos, sizeof pos);
-    cuda_rope(x_d, R, H, HD, pos_d, f_d, 1.3f);
+    cuda_rope(x_d, R, H, HD, HD, pos_d, f_d, 1.3f);
     for (int r = 0; r < R; r++) ref_rope_rotate(x + (size_t)r * H * HD, H, HD, pos[r], inv_freq, 1.3f);
     float *got = to_host(x_d, (size_t)R * H * HD, DTYPE_F32);
     // angles up to 2000 rad: float argument rounding bounds the agreement (as on the CPU)
@@ -321,11 +322,11 @@ static void test_attention_rows(void **state) {
     (void)state;
     REQUIRE_DEVICE();
     // hd 20: lanes past the head dimension idle; 300 keys: three chunks of 128
-    AttentionShape mha = {6, 6, 20, 0, 0, 1.0f / sqrtf(20.0f)};
-    AttentionShape gqa = {6, 2, 20, 0, 0, 1.0f / sqrtf(20.0f)};
-    AttentionShape wide = {6, 3, 20, 200, 2, 1.0f / sqrtf(20.0f)};  // sinks + window span two chunks
-    AttentionShape narrow = {6, 3, 20, 50, 2, 1.0f / sqrtf(20.0f)};
-    AttentionShape mqa_hd128 = {4, 1, 128, 7, 1, 1.0f / sqrtf(128.0f)};
+    AttentionShape mha = {6, 6, 20, 0, 0, 1.0f / sqrtf(20.0f), .value_dim = 20};
+    AttentionShape gqa = {6, 2, 20, 0, 0, 1.0f / sqrtf(20.0f), .value_dim = 20};
+    AttentionShape wide = {6, 3, 20, 200, 2, 1.0f / sqrtf(20.0f), .value_dim = 20};  // sinks + window span two chunks
+    AttentionShape narrow = {6, 3, 20, 50, 2, 1.0f / sqrtf(20.0f), .value_dim = 20};
+    AttentionShape mqa_hd128 = {4, 1, 128, 7, 1, 1.0f / sqrtf(128.0f), .value_dim = 128};
     check_attention_rows(mha, 300, 4, 9, 11);
     check_attention_rows(gqa, 300, 5, 1, 12); // a decode row at position 0
     check_attention_rows(wide, 300, 7, 250, 13);
@@ -522,6 +523,23 @@ static void test_model_decode(void **state) {
     }
 }
 
+// MLA (the absorbed path: latent rows, values read from the key rows, RoPE on the heads'
+// tails) and CLA through the CUDA table, fp32: the CPU engine's logits and the reference's.
+static void test_model_decode_mla_cla(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    Config configs[] = {small_mla_config(4, 16, 4, 0, 0), small_mla_config(4, 24, 6, 6, 1),
+                        gpu_test_config(2, 0, 0, ROPE_NONE)};
+    configs[2].kv_share = 2;
+    for (int i = 0; i < 3; i++) {
+        double vs_cpu = gpu_vs_cpu(&configs[i]);
+        double vs_ref = backend_vs_reference(&configs[i], ops_cuda(), DTYPE_F32, NULL);
+        if (!(vs_cpu <= 1e-4 && vs_ref <= 1e-4))
+            fail_msg("config %d fp32: relative logit error %.3g vs the CPU engine, %.3g vs the reference", i, vs_cpu,
+                     vs_ref);
+    }
+}
+
 static int setup(void **state) {
     (void)state;
     g_device = cuda_available(g_why, sizeof g_why);
@@ -552,6 +570,7 @@ int main(void) {
         cmocka_unit_test(test_attention_flash), cmocka_unit_test(test_attention_cudnn_support),
         cmocka_unit_test(test_attention_cudnn), cmocka_unit_test(test_attention_bench),
         cmocka_unit_test(test_model_decode),
+        cmocka_unit_test(test_model_decode_mla_cla),
     };
     return cmocka_run_group_tests_name("cuda", tests, setup, teardown);
 }

@@ -4,7 +4,9 @@
 //  - GGUF metadata of every value type reads back (integers of every width, floats, bools,
 //    strings, arrays), and tensors F32 bit-exact, F16 equal to the half rounding;
 //  - model + tokenizer (our BPE, and a llama2.c vocabulary) write -> read is bit-exact in F32,
-//    within half precision in F16, for tied and untied heads and every config field;
+//    within half precision in F16, for tied and untied heads and every config field, and for
+//    MLA (attn_kv_a_mqa, attn_kv_b, kv_lora_rank), CLA (no KV tensors in a set's later layers,
+//    inferlab.attention.kv_share) and both;
 //  - llama2.c import: the legacy file gives the same logits as run.c's forward (written here,
 //    reading the file's floats with run.c's pointer layout); version 1 (written here from
 //    export.py's order) imports the same weights; shared and separate classifiers;
@@ -391,6 +393,9 @@ static void assert_config_equal(const Config *a, const Config *b) {
     assert_int_equal(a->rope.orig_ctx, b->rope.orig_ctx);
     assert_true(a->rope.beta_fast == b->rope.beta_fast);
     assert_true(a->rope.beta_slow == b->rope.beta_slow);
+    assert_int_equal(a->kv_lora_rank, b->kv_lora_rank);
+    assert_int_equal(a->rope_dim, b->rope_dim);
+    assert_int_equal(a->kv_share, b->kv_share);
 }
 
 static void assert_tokenizer_equal(const Tokenizer *a, const Tokenizer *b) {
@@ -455,7 +460,7 @@ static void llama2c_tokenizer(Tokenizer *t) {
 
 static void test_model_gguf_round_trip_f32(void **state) {
     (void)state;
-    for (int variant = 0; variant < 2; variant++) {
+    for (int variant = 0; variant < 5; variant++) { // plain x 2, MLA, CLA, MLA + CLA
         Tokenizer tok;
         Config c = small_config(variant == 0);
         if (variant == 0) {
@@ -475,6 +480,15 @@ static void test_model_gguf_round_trip_f32(void **state) {
             c.n_kv_heads = 1;
             c.head_dim = 6;
         }
+        if (variant == 2 || variant == 4) { // MLA: attn_kv_a_mqa, attn_kv_b, kv_lora_rank, rope dims
+            c.n_kv_heads = c.n_heads;
+            c.kv_lora_rank = 12;
+            c.rope_dim = 4;
+        }
+        if (variant >= 3) { // CLA: three layers, the second without KV tensors
+            c.n_layers = 3;
+            c.kv_share = 2;
+        }
         c.vocab_size = tok.vocab_size;
         Model m, back;
         random_model(&m, &c, 100 + variant);
@@ -483,6 +497,19 @@ static void test_model_gguf_round_trip_f32(void **state) {
         Tokenizer tok_back;
         Error err;
         if (model_load_gguf(path, &back, &tok_back, &err)) fail_msg("%s", err.msg);
+        if (variant >= 2) { // llama.cpp's names; CLA's second layer has no KV tensors
+            GGUFFile g;
+            assert_int_equal(gguf_open(&g, path, &err), 0);
+            int mla = c.kv_lora_rank > 0;
+            assert_true((gguf_find_tensor(&g, "blk.0.attn_kv_a_mqa.weight") != NULL) == mla);
+            assert_true((gguf_find_tensor(&g, "blk.0.attn_kv_b.weight") != NULL) == mla);
+            assert_true((gguf_find_tensor(&g, "blk.0.attn_k.weight") != NULL) == !mla);
+            int own1 = c.kv_share == 1; // does layer 1 have keys and values of its own?
+            assert_true((gguf_find_tensor(&g, "blk.1.attn_k.weight") != NULL) == (own1 && !mla));
+            assert_true((gguf_find_tensor(&g, "blk.1.attn_kv_a_mqa.weight") != NULL) == (own1 && mla));
+            assert_true((gguf_find_tensor(&g, "blk.2.attn_k.weight") != NULL) == (c.n_layers > 2 && !mla));
+            gguf_close(&g);
+        }
         assert_config_equal(&back.config, &c);
         assert_int_equal(back.n_params, m.n_params);
         assert_memory_equal(back.params, m.params, m.n_params * sizeof(float));

@@ -1,5 +1,6 @@
 // test_kernels.c: every CPU kernel in kernels.h against its double-precision reference
-// (kernels/reference.h) on random inputs. Tolerance: |fast - ref| <= atol + rtol * |ref|
+// (kernels/reference.h) on random inputs (attention also with values narrower or wider than
+// keys and with MLA's latent rows, where values are part of the keys; RoPE of a head's tail). Tolerance: |fast - ref| <= atol + rtol * |ref|
 // elementwise, with rtol = 1e-4 and atol 1e-5 (1e-4 for long dot products).
 // Run: make build/tests/test_kernels && ./build/tests/test_kernels
 #include <setjmp.h>
@@ -103,6 +104,27 @@ static void test_rope(void **state) {
     }
 }
 
+// The CPU table's rope with rot_dim < head_dim (MLA's decoupled part): the last rot_dim dims
+// of each head turn as rope_rotate turns a head of rot_dim; the rest stays bit for bit.
+static void test_rope_partial(void **state) {
+    (void)state;
+    uint64_t rng = rng_seed(13);
+    enum { R = 3, H = 4, HD = 20, ROT = 6 };
+    float inv_freq[ROT / 2];
+    for (int i = 0; i < ROT / 2; i++) inv_freq[i] = powf(10000.0f, -2.0f * i / ROT);
+    int pos[R] = {0, 7, 1234};
+    float *x = random_buffer((size_t)R * H * HD, &rng), want[R * H * HD];
+    memcpy(want, x, sizeof want);
+    ops_cpu()->rope(x, R, H, HD, ROT, pos, inv_freq, 1.3f);
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < H; h++)
+            ref_rope_rotate(want + ((size_t)r * H + h) * HD + HD - ROT, 1, ROT, pos[r], inv_freq, 1.3f);
+    for (int i = 0; i < R * H * HD; i++)
+        if (i % HD < HD - ROT) assert_true(x[i] == want[i]);
+    assert_close(x, want, (size_t)R * H * HD, 1e-4, 2e-4);
+    free(x);
+}
+
 static void test_swiglu(void **state) {
     (void)state;
     uint64_t rng = rng_seed(4);
@@ -121,7 +143,7 @@ static void test_swiglu(void **state) {
 static void check_attention(int n_heads, int n_kv, int n_q, int pos0, int window, int n_sink) {
     uint64_t rng = rng_seed(n_heads * 100 + n_kv * 10 + pos0 + window);
     int hd = 16, n_keys = pos0 + n_q, kv_dim = n_kv * hd;
-    AttentionShape s = {n_heads, n_kv, hd, window, n_sink, 0.25f};
+    AttentionShape s = {n_heads, n_kv, hd, window, n_sink, 0.25f, .value_dim = hd};
     float *q = random_buffer((size_t)n_q * n_heads * hd, &rng);
     float *k = random_buffer((size_t)n_keys * kv_dim, &rng), *v = random_buffer((size_t)n_keys * kv_dim, &rng);
     for (int j = 0; j < n_keys; j++) {
@@ -154,7 +176,7 @@ static void test_attention_kv_rows_of_many_sequences(void **state) {
     uint64_t rng = rng_seed(77);
     enum { B = 3, HEADS = 4, KV = 2, HD = 16, CAP = 40 };
     int pos[B] = {5, 39, 0};
-    AttentionShape s = {HEADS, KV, HD, 0, 0, 0.25f};
+    AttentionShape s = {HEADS, KV, HD, 0, 0, 0.25f, .value_dim = HD};
     float *k[B], *v[B], *q = random_buffer((size_t)B * HEADS * HD, &rng);
     float got[B * HEADS * HD], want[HEADS * HD];
     for (int b = 0; b < B; b++) {
@@ -175,6 +197,39 @@ static void test_attention_kv_rows_of_many_sequences(void **state) {
     free(scratch);
 }
 
+// Values narrower than keys, and values that are part of the key rows (MLA's latent cache:
+// one KV head whose key is [c; k_R] and whose value is its c), against the reference.
+static void check_attention_values(int n_heads, int n_kv, int hd, int vd, int latent, int window, int n_sink) {
+    uint64_t rng = rng_seed(n_heads * 31 + vd + latent);
+    int n_q = 9, pos0 = 14, n_keys = pos0 + n_q;
+    AttentionShape s = {n_heads, n_kv, hd, window, n_sink, 0.3f, .value_dim = vd};
+    if (latent) s.value_stride = n_kv * hd; // values read the key rows
+    size_t kw = (size_t)n_kv * hd, vw = latent ? kw : (size_t)n_kv * vd;
+    float *q = random_buffer((size_t)n_q * n_heads * hd, &rng), *k = random_buffer((size_t)n_keys * kw, &rng);
+    float *v = latent ? k : random_buffer((size_t)n_keys * vw, &rng);
+    size_t n_out = (size_t)n_q * n_heads * vd;
+    float *got = mallocCheck(n_out * sizeof(float)), *want = mallocCheck(n_out * sizeof(float));
+    int pos[9];
+    float *keys[9], *values[9];
+    for (int r = 0; r < n_q; r++) pos[r] = pos0 + r, keys[r] = k, values[r] = v;
+    KVRows kv = {n_q, pos, keys, values};
+    size_t scratch_bytes = attention_kv_scratch_bytes(n_keys);
+    float *scratch = mallocCheck(scratch_bytes);
+    attention_kv(got, q, &kv, &s, scratch, scratch_bytes);
+    ref_attention_kv(want, q, k, v, n_q, pos0, &s);
+    assert_close(got, want, n_out, 1e-4, 1e-5);
+    if (!latent) free(v);
+    free(q); free(k); free(got); free(want); free(scratch);
+}
+
+static void test_attention_kv_value_dims(void **state) {
+    (void)state;
+    check_attention_values(4, 4, 20, 16, 0, 0, 0); // MLA naive: keys [k_C; k_R], values of hd
+    check_attention_values(6, 2, 10, 14, 0, 5, 1); // GQA, values wider than keys, window + sink
+    check_attention_values(4, 1, 22, 16, 1, 0, 0); // MLA absorbed: latent rows of 16 + 6
+    check_attention_values(4, 1, 22, 16, 1, 6, 2); // ... with a window and sinks
+}
+
 static void test_attention_kv(void **state) {
     (void)state;
     check_attention(4, 4, 17, 0, 0, 0);  // MHA prefill
@@ -189,7 +244,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul), cmocka_unit_test(test_matmul_rows_match_single_rows),  cmocka_unit_test(test_rmsnorm), cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_rope),    cmocka_unit_test(test_swiglu),  cmocka_unit_test(test_attention_kv),
-        cmocka_unit_test(test_attention_kv_rows_of_many_sequences),
+        cmocka_unit_test(test_attention_kv_rows_of_many_sequences), cmocka_unit_test(test_rope_partial),
+        cmocka_unit_test(test_attention_kv_value_dims),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
 }

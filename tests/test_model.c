@@ -10,7 +10,14 @@
 //    back each argmax and stops where its callback says;
 //  - GQA equals MHA with each KV head repeated; window >= length equals full attention;
 //  - linear / NTK / YaRN scaling with factor 1 equal plain RoPE, and their factor > 1 shapes;
-//  - the KV cache holds 2 * L * S * n_kv * hd * sizeof(float) bytes.
+//  - the KV cache holds 2 * L * S * n_kv * hd * sizeof(float) bytes; MLA's latent cache
+//    L * S * (d_c + d_r) floats, CLA's ceil(L / kv_share) layers;
+//  - MLA: the absorbed path (the default) equals the naive one (decompressed K and V) within
+//    1e-5 relative, in prefill chunks and in batched decode steps of two sequences; both
+//    equal the double-precision reference (naive MLA written out) and cache = recompute;
+//  - CLA: kv_share 1 is the plain model bit for bit; kv_share 2 (and 3 layers in sets of 2)
+//    matches the reference and cache = recompute;
+//  - model_forward_flops counts MLA's absorbed path and CLA's missing KV projections.
 // Run: make build/tests/test_model && ./build/tests/test_model
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,10 +31,20 @@
 #include "session.h"
 
 
+// A config whose layers share keys and values in sets of kv_share (CLA).
+static Config cla_config(Config c, int n_layers, int kv_share) {
+    c.n_layers = n_layers;
+    c.kv_share = kv_share;
+    return c;
+}
+
 static void test_forward_matches_reference(void **state) {
     (void)state;
-    Config configs[] = {small_config(4, 4, 0, 0), small_config(4, 2, 5, 2), small_config(4, 1, 0, 0)};
-    for (int i = 0; i < 3; i++) {
+    Config configs[] = {small_config(4, 4, 0, 0),           small_config(4, 2, 5, 2),
+                        small_config(4, 1, 0, 0),           small_mla_config(4, 16, 4, 0, 0),
+                        small_mla_config(4, 16, 4, 5, 2),   cla_config(small_config(4, 2, 0, 0), 3, 2),
+                        cla_config(small_mla_config(4, 16, 4, 0, 0), 2, 2)};
+    for (int i = 0; i < (int)(sizeof configs / sizeof configs[0]); i++) {
         configs[i].tied_embeddings = i == 1;
         Model m;
         random_model(&m, &configs[i], 10 + i, 0.3f);
@@ -84,15 +101,123 @@ static double cache_vs_recompute_error(const Config *c, int T, int n_prefill, in
 
 static void test_cache_equals_recompute(void **state) {
     (void)state;
-    int heads[][2] = {{4, 4}, {4, 2}, {4, 1}}; // MHA, GQA, MQA
+    int heads[][2] = {{4, 4}, {4, 2}, {4, 1}, {4, 0}}; // MHA, GQA, MQA, MLA (0)
     int windows[][2] = {{0, 0}, {6, 0}, {6, 2}}; // full, window, window + sinks
-    for (int h = 0; h < 3; h++)
-        for (int w = 0; w < 3; w++) {
-            Config c = small_config(heads[h][0], heads[h][1], windows[w][0], windows[w][1]);
-            double e = cache_vs_recompute_error(&c, 30, 9, 4);
-            if (!(e <= 1e-4)) fail_msg("heads %d/%d window %d sinks %d: rel error %g", heads[h][0], heads[h][1],
-                                       windows[w][0], windows[w][1], e);
+    for (int h = 0; h < 4; h++)
+        for (int w = 0; w < 3; w++)
+            for (int share = 1; share <= 2; share++) {
+                Config c = heads[h][1] ? small_config(heads[h][0], heads[h][1], windows[w][0], windows[w][1])
+                                       : small_mla_config(heads[h][0], 16, 4, windows[w][0], windows[w][1]);
+                c.kv_share = share;
+                double e = cache_vs_recompute_error(&c, 30, 9, 4);
+                if (!(e <= 1e-4))
+                    fail_msg("heads %d/%d (0: MLA) window %d sinks %d kv_share %d: rel error %g", heads[h][0],
+                             heads[h][1], windows[w][0], windows[w][1], share, e);
+            }
+}
+
+// Two sequences through an engine on the absorbed or the naive MLA path: prefill in chunks of
+// 4 rows, then batched decode steps of both (rows of two caches in one forward).
+static void mla_run(const Model *m, int naive, int tokens[2][24], float *logits[2]) {
+    int V = m->config.vocab_size, lens[2] = {17, 6};
+    Engine e;
+    Session seq[2];
+    Session *ptrs[2] = {&seq[0], &seq[1]};
+    Error err;
+    engine_open(&e, m, ops_cpu(), DTYPE_F32, 4, 24);
+    e.mla_naive = naive;
+    for (int b = 0; b < 2; b++) {
+        session_open(&seq[b], &e, 24);
+        if (session_prefill(&seq[b], tokens[b], lens[b], logits[b], &err)) fail_msg("%s", err.msg);
+    }
+    for (int i = 0; i < 5; i++) {
+        int next[2] = {tokens[0][lens[0] + i], tokens[1][lens[1] + i]};
+        if (session_decode_batch(ptrs, next, 2, &err)) fail_msg("%s", err.msg);
+        for (int b = 0; b < 2; b++) memcpy(logits[b] + (size_t)(lens[b] + i) * V, seq[b].logits, V * sizeof(float));
+    }
+    for (int b = 0; b < 2; b++) session_close(&seq[b]);
+    engine_close(&e);
+}
+
+// The absorbed path (W_uk in the queries, W_uv in the output projection) computes what the
+// naive one (K and V decompressed from the latent cache) computes, to fp32 rounding; also at
+// the full zoo's attn-mla shape (dim 128, 8 heads of 16, d_c 64, d_r 8, 3 layers), with
+// weights of std 0.05: at 0.3 its activations grow about 3x per matmul and fp32 rounding
+// alone reaches 3e-5 (trained models: 3e-7).
+static void test_mla_absorbed_equals_naive(void **state) {
+    (void)state;
+    Config full = cla_config(small_mla_config(8, 64, 8, 0, 0), 3, 1);
+    full.dim = 128;
+    full.hidden_dim = 352;
+    full.head_dim = 16;
+    Config configs[] = {small_mla_config(4, 16, 4, 0, 0), small_mla_config(4, 24, 6, 7, 2),
+                        cla_config(small_mla_config(2, 48, 6, 0, 0), 3, 2), full};
+    float stds[] = {0.3f, 0.3f, 0.3f, 0.05f};
+    for (int i = 0; i < 4; i++) {
+        Model m;
+        random_model(&m, &configs[i], 60 + i, stds[i]);
+        int V = configs[i].vocab_size, tokens[2][24];
+        random_tokens(tokens[0], 24, V, 1);
+        random_tokens(tokens[1], 24, V, 2);
+        float *absorbed[2], *naive[2];
+        for (int b = 0; b < 2; b++) {
+            absorbed[b] = mallocCheck((size_t)24 * V * 4);
+            naive[b] = mallocCheck((size_t)24 * V * 4);
         }
+        mla_run(&m, 0, tokens, absorbed);
+        mla_run(&m, 1, tokens, naive);
+        int n[2] = {22, 11}; // 17 + 5 and 6 + 5 rows of logits
+        for (int b = 0; b < 2; b++) {
+            double e = max_rel_error(absorbed[b], naive[b], (size_t)n[b] * V);
+            if (!(e <= 1e-5)) fail_msg("config %d sequence %d: absorbed vs naive: relative error %g", i, b, e);
+            // the paths really differ in what they multiply (else the check would prove nothing)
+            assert_memory_not_equal(absorbed[b], naive[b], (size_t)n[b] * V * sizeof(float));
+            free(absorbed[b]);
+            free(naive[b]);
+        }
+        model_free(&m);
+    }
+}
+
+// kv_share 1 is the plain model: llama2.c's weight layout (what existing checkpoints hold),
+// and the same logits as a model of the same weights whose config never mentions CLA (a
+// config from config_default). kv_share 2 removes the second layer's KV weights and does
+// change the logits (the second layer attends to the first's keys and values).
+static void test_cla_factor_one_equals_plain(void **state) {
+    (void)state;
+    Config plain = small_config(4, 2, 0, 0), one = plain;
+    plain.n_layers = one.n_layers = 3;
+    one.kv_share = 1;
+    assert_int_equal(config_default().kv_share, 1);
+    Model a, b;
+    random_model(&a, &plain, 71, 0.3f);
+    model_alloc(&b, &one);
+    assert_int_equal(a.n_params, b.n_params);
+    memcpy(b.params, a.params, a.n_params * sizeof(float));
+    size_t C = 48, V = 67, L = 3, q = 48, kv = 24, H = 96; // llama2.c's order and sizes
+    const Weights *w = &b.weights;
+    assert_int_equal(w->rms_att - b.params, V * C);
+    assert_int_equal(w->wq - b.params, V * C + L * C);
+    assert_int_equal(w->wk - b.params, V * C + L * C + L * q * C);
+    assert_int_equal(w->wv - w->wk, L * kv * C);
+    assert_int_equal(w->wo - w->wv, L * kv * C);
+    assert_int_equal(w->rms_ffn - w->wo, L * C * q);
+    assert_int_equal(w->rms_final - w->rms_ffn, L * C + 3 * L * H * C);
+    int T = 20, tokens[20];
+    random_tokens(tokens, T, (int)V, 9);
+    float la[20 * 67], lb[20 * 67];
+    model_forward_full(&a, tokens, T, la, 1);
+    model_forward_full(&b, tokens, T, lb, 1);
+    assert_memory_equal(la, lb, sizeof la);
+    Config two = cla_config(small_config(4, 2, 0, 0), 3, 2);
+    assert_int_equal(model_param_count(&two), model_param_count(&plain) - 2 * kv * C);
+    Model s2;
+    random_model(&s2, &two, 71, 0.3f);
+    model_forward_full(&s2, tokens, T, lb, 1);
+    assert_true(max_rel_error(lb, la, (size_t)T * V) > 1e-3);
+    model_free(&a);
+    model_free(&b);
+    model_free(&s2);
 }
 
 static void test_batched_decode_equals_single(void **state) {
@@ -354,6 +479,22 @@ static void test_kv_cache_bytes(void **state) {
         assert_int_equal(kv_cache_bytes(&c), expect);
         kv_cache_free(&c);
     }
+    // a model's cache: MLA holds (d_c + d_r) floats per token and layer, CLA ceil(L / s) layers
+    struct { Config c; size_t per_token; } models[] = {
+        {small_config(4, 2, 0, 0), 2 * 2 * 2 * 12 * 4},
+        {small_mla_config(4, 16, 4, 0, 0), 2 * (16 + 4) * 4},
+        {cla_config(small_config(4, 2, 0, 0), 3, 2), 2 * 2 * 2 * 12 * 4},
+        {cla_config(small_config(4, 2, 0, 0), 4, 2), 2 * 2 * 2 * 12 * 4},
+        {cla_config(small_mla_config(4, 16, 4, 0, 0), 3, 3), 1 * (16 + 4) * 4},
+    };
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        KVCache c;
+        assert_int_equal(config_kv_bytes_per_token(&models[i].c), models[i].per_token);
+        model_kv_cache_alloc(&c, ops_cpu(), &models[i].c, 100);
+        assert_int_equal(kv_cache_bytes(&c), 100 * models[i].per_token);
+        if (models[i].c.kv_lora_rank) assert_ptr_equal(kv_cache_layer_value(&c, 0), kv_cache_layer_key(&c, 0));
+        kv_cache_free(&c);
+    }
 }
 
 static void test_config_validate(void **state) {
@@ -372,6 +513,20 @@ static void test_config_validate(void **state) {
     c.vocab_size = 1 << 20;
     c.dim = 1 << 20; // 2^40 parameters
     assert_false(config_validate(&c, why, sizeof why));
+    c = small_mla_config(4, 16, 4, 0, 0);
+    assert_true(config_validate(&c, why, sizeof why));
+    c.n_kv_heads = 2; // MLA has a key and value per head
+    assert_false(config_validate(&c, why, sizeof why));
+    c = small_mla_config(4, 16, 3, 0, 0); // odd RoPE part
+    assert_false(config_validate(&c, why, sizeof why));
+    c = small_config(4, 4, 0, 0);
+    c.rope_dim = 4; // a RoPE part without MLA
+    assert_false(config_validate(&c, why, sizeof why));
+    c = small_config(4, 4, 0, 0);
+    c.kv_share = 3; // more than the 2 layers
+    assert_false(config_validate(&c, why, sizeof why));
+    c.kv_share = 0;
+    assert_false(config_validate(&c, why, sizeof why));
 }
 
 static void test_forward_flops(void **state) {
@@ -386,6 +541,23 @@ static void test_forward_flops(void **state) {
     c.n_sink = 2;
     want = matmul + 4.0 * 2 * 48 * 6 + 2.0 * 48 * 67;
     assert_true(fabs(model_forward_flops(&c, 1, 10, 1) - want) < 1e-6);
+    // CLA, 3 layers in sets of 2: two layers project keys and values
+    Config cla = cla_config(small_config(4, 2, 0, 0), 3, 2);
+    matmul = 2.0 * (3 * (48 * 48 + 48 * 48 + 3 * 48 * 96) + 2 * (2 * 48 * 24));
+    want = 3 * matmul + 3 * 4.0 * 48 * 6 + 2.0 * 48 * 67;
+    assert_true(fabs(model_forward_flops(&cla, 3, 0, 1) - want) < 1e-6);
+    // MLA absorbed, d_c 16, d_r 4, 4 heads: queries of 20 per head, latent outputs of 16,
+    // kv_a of 20 rows; scores over 20 dims and P.V over 16 per head and key
+    Config mla = small_mla_config(4, 16, 4, 0, 0);
+    matmul = 2.0 * 2 * (48 * 4 * 20 + 48 * 4 * 16 + 3 * 48 * 96 + 48 * 20);
+    want = 3 * matmul + 2.0 * 2 * 4 * (20 + 16) * 6 + 2.0 * 48 * 67;
+    assert_true(fabs(model_forward_flops(&mla, 3, 0, 1) - want) < 1e-6);
+    // expanded (the trainer's form): queries of hd + d_r = 16, outputs of hd = 12, W_kv_b
+    // (4 * 2 * 12 rows of 16) once per token, scores over 16 dims and P.V over 12
+    matmul = 2.0 * 2 * (48 * 4 * 16 + 48 * 4 * 12 + 3 * 48 * 96 + 48 * 20 + 96 * 16);
+    want = 3 * matmul + 2.0 * 2 * 4 * (16 + 12) * 6 + 2.0 * 48 * 67;
+    assert_true(fabs(model_forward_flops_expanded(&mla, 3, 0, 1) - want) < 1e-6);
+    assert_true(model_forward_flops_expanded(&c, 1, 10, 1) == model_forward_flops(&c, 1, 10, 1));
 }
 
 int main(void) {
@@ -398,6 +570,8 @@ int main(void) {
         cmocka_unit_test(test_session_overflow_is_an_error),
         cmocka_unit_test(test_generate_greedy),
         cmocka_unit_test(test_gqa_equals_mha_with_repeated_heads),
+        cmocka_unit_test(test_mla_absorbed_equals_naive),
+        cmocka_unit_test(test_cla_factor_one_equals_plain),
         cmocka_unit_test(test_wide_window_equals_full_attention),
         cmocka_unit_test(test_rope_scalings),
         cmocka_unit_test(test_kv_cache_bytes),

@@ -1,11 +1,13 @@
 // test_train.c: the trainer.
 //  - every layer's backward (matmul, RMSNorm, RoPE, SwiGLU, attention MHA / GQA / MQA with
-//    and without window + sinks, cross-entropy) and the whole model's (MHA, GQA, MQA; tied
-//    and untied head; window + sinks) against central finite differences, checked twice:
+//    and without window + sinks, cross-entropy) and the whole model's (MHA, GQA, MQA, MLA
+//    (every new tensor: wkv_a, wkv_b), CLA (kv_share 2 and 3, sets of uneven size), MLA + CLA;
+//    tied and untied head; window + sinks) against central finite differences, checked twice:
 //    element by element on sampled entries (|analytic - numeric| <= 2e-3 + 2e-2 |numeric|)
 //    and along the gradient direction, where the difference quotient must equal |grad|
 //    to 1e-2 relative;
-//  - the training forward's logits equal model_forward_full's (max relative error 1e-4);
+//  - the training forward's logits equal model_forward_full's (max relative error 1e-4),
+//    also for MLA (the engine's absorbed path vs the trainer's naive form), CLA, MLA + CLA;
 //  - a tiny model overfits a short text to a loss below 0.05 nats / token;
 //  - three AdamW steps equal the update written out in double (bias correction, decay on
 //    matrices only, global-norm clipping);
@@ -218,7 +220,7 @@ static double attention_loss(void *ctx) {
 static void check_attention(int n_heads, int n_kv_heads, int window, int n_sink) {
     int B = 2, T = 7, hd = 4;
     size_t nq = (size_t)B * T * n_heads * hd, nkv = (size_t)B * T * n_kv_heads * hd;
-    AttentionCase c = {B, T, {n_heads, n_kv_heads, hd, window, n_sink, 0.5f},
+    AttentionCase c = {B, T, {n_heads, n_kv_heads, hd, window, n_sink, 0.5f, .value_dim = hd},
                        random_floats(nq, 1, 15), random_floats(nkv, 1, 16), random_floats(nkv, 1, 17),
                        mallocCheck(nq * 4), mallocCheck((size_t)B * n_heads * T * T * 4), random_floats(nq, 1, 18)};
     float *dq = mallocCheck(nq * 4), *dk = mallocCheck(nkv * 4), *dv = mallocCheck(nkv * 4);
@@ -330,9 +332,8 @@ static double model_loss(void *ctx) {
 
 // weighted: rows get the loss weights of a batch with text and answer targets (each kind's
 // weights summing to 1), and only the whole gradient is checked.
-static void check_model_gradients(int n_heads, int n_kv_heads, int tied, int window, int n_sink, int weighted) {
-    Config c = tiny_config(n_heads, n_kv_heads, tied, window, n_sink);
-    int B = 2, T = 8;
+static void check_config_gradients(Config c, int weighted) {
+    int B = 2, T = 8, n_heads = c.n_heads, n_kv_heads = c.n_kv_heads, tied = c.tied_embeddings, window = c.window;
     TrainConfig tc = tiny_train_config(B, T);
     Trainer t;
     trainer_init(&t, &c, &tc);
@@ -354,24 +355,45 @@ static void check_model_gradients(int n_heads, int n_kv_heads, int tied, int win
     trainer_backward(&t, m.weights, 1.0f);
     // Each tensor on its own (element samples and its own gradient direction), then all at once.
     const Weights *w = &t.model.weights, *g = &t.grad;
-    size_t C = c.dim, H = c.hidden_dim, L = c.n_layers, V = c.vocab_size, qd = n_heads * 4, kvd = n_kv_heads * 4;
+    ModelDims d = model_dims(&c);
+    size_t C = c.dim, H = c.hidden_dim, L = c.n_layers, V = c.vocab_size, Lkv = d.L_kv;
     struct { const char *name; float *p; const float *g; size_t n; } tensors[] = {
         {"token_embedding", w->token_embedding, g->token_embedding, V * C}, {"rms_att", w->rms_att, g->rms_att, L * C},
-        {"wq", w->wq, g->wq, L * qd * C}, {"wk", w->wk, g->wk, L * kvd * C}, {"wv", w->wv, g->wv, L * kvd * C},
-        {"wo", w->wo, g->wo, L * C * qd}, {"rms_ffn", w->rms_ffn, g->rms_ffn, L * C}, {"w1", w->w1, g->w1, L * H * C},
+        {"wq", w->wq, g->wq, L * d.q * C}, {"wk", w->wk, g->wk, Lkv * d.kv * C}, {"wv", w->wv, g->wv, Lkv * d.kv * C},
+        {"wkv_a", w->wkv_a, g->wkv_a, Lkv * d.latent * C},
+        {"wkv_b", w->wkv_b, g->wkv_b, Lkv * d.kv_b * c.kv_lora_rank},
+        {"wo", w->wo, g->wo, L * C * d.o}, {"rms_ffn", w->rms_ffn, g->rms_ffn, L * C}, {"w1", w->w1, g->w1, L * H * C},
         {"w2", w->w2, g->w2, L * C * H}, {"w3", w->w3, g->w3, L * H * C}, {"rms_final", w->rms_final, g->rms_final, C},
         {"wcls", w->wcls, g->wcls, tied ? 0 : V * C}};
-    char what[96];
+    char what[128];
     for (size_t i = 0; i < sizeof tensors / sizeof tensors[0] && !weighted; i++) {
         if (tensors[i].n == 0) continue;
-        snprintf(what, sizeof what, "model %d/%d heads tied %d window %d: %s", n_heads, n_kv_heads, tied, window,
-                 tensors[i].name);
+        snprintf(what, sizeof what, "model %d/%d heads mla %d/%d kv_share %d tied %d window %d: %s", n_heads,
+                 n_kv_heads, c.kv_lora_rank, c.rope_dim, c.kv_share, tied, window, tensors[i].name);
         check_gradient(what, model_loss, &m, tensors[i].p, tensors[i].g, tensors[i].n);
     }
-    snprintf(what, sizeof what, "model %d/%d heads tied %d window %d%s: all", n_heads, n_kv_heads, tied, window,
-             weighted ? " weighted" : "");
+    snprintf(what, sizeof what, "model %d/%d heads mla %d/%d kv_share %d tied %d window %d%s: all", n_heads,
+             n_kv_heads, c.kv_lora_rank, c.rope_dim, c.kv_share, tied, window, weighted ? " weighted" : "");
     check_gradient(what, model_loss, &m, t.model.params, t.grads, t.model.n_params);
     trainer_free(&t);
+}
+
+static void check_model_gradients(int n_heads, int n_kv_heads, int tied, int window, int n_sink, int weighted) {
+    check_config_gradients(tiny_config(n_heads, n_kv_heads, tied, window, n_sink), weighted);
+}
+
+// MLA: d_c 8, d_r 2 (tiny_config's head_dim is 4); CLA: kv_share layers per set of keys and values.
+static Config tiny_mla_config(int tied, int window, int n_sink) {
+    Config c = tiny_config(4, 4, tied, window, n_sink);
+    c.kv_lora_rank = 8;
+    c.rope_dim = 2;
+    return c;
+}
+
+static Config with_layers(Config c, int n_layers, int kv_share) {
+    c.n_layers = n_layers;
+    c.kv_share = kv_share;
+    return c;
 }
 
 static void test_model_gradients_mha(void **state) {
@@ -391,12 +413,22 @@ static void test_model_gradients_mqa(void **state) {
     check_model_gradients(4, 1, 1, 0, 0, 0);
 }
 
-static void test_forward_matches_model(void **state) {
+static void test_model_gradients_mla(void **state) {
     (void)state;
-    Config c = tiny_config(4, 2, 0, 5, 1);
-    c.rope.scaling = ROPE_YARN; // mscale != 1 on both sides
-    c.rope.factor = 2.0f;
-    c.rope.orig_ctx = 8;
+    check_config_gradients(tiny_mla_config(0, 0, 0), 0);
+    check_config_gradients(tiny_mla_config(1, 3, 1), 0);
+    check_config_gradients(with_layers(tiny_mla_config(1, 0, 0), 3, 2), 0); // MLA + CLA
+}
+
+static void test_model_gradients_cla(void **state) {
+    (void)state;
+    check_config_gradients(with_layers(tiny_config(4, 2, 1, 0, 0), 2, 2), 0);
+    check_config_gradients(with_layers(tiny_config(4, 1, 0, 3, 1), 3, 2), 0); // sets {0, 1}, {2}
+    check_config_gradients(with_layers(tiny_config(4, 2, 1, 0, 0), 3, 3), 1);
+}
+
+// The trainer's logits equal the engine's (model_forward_full: MLA on its absorbed path).
+static void check_forward_matches_model(Config c) {
     int T = 12;
     TrainConfig tc = tiny_train_config(2, T);
     Trainer t;
@@ -409,10 +441,24 @@ static void test_forward_matches_model(void **state) {
     for (int b = 0; b < 2; b++) {
         model_forward_full(&t.model, tokens + b * T, T, want, 1);
         double err = max_rel_error(t.acts.logits + (size_t)b * T * c.vocab_size, want, (size_t)T * c.vocab_size);
-        if (!(err <= 1e-4)) fail_msg("sequence %d: training forward vs model_forward_full: %.3g", b, err);
+        if (!(err <= 1e-4))
+            fail_msg("mla %d kv_share %d sequence %d: training forward vs model_forward_full: %.3g", c.kv_lora_rank,
+                     c.kv_share, b, err);
     }
     free(want);
     trainer_free(&t);
+}
+
+static void test_forward_matches_model(void **state) {
+    (void)state;
+    Config c = tiny_config(4, 2, 0, 5, 1);
+    c.rope.scaling = ROPE_YARN; // mscale != 1 on both sides
+    c.rope.factor = 2.0f;
+    c.rope.orig_ctx = 8;
+    check_forward_matches_model(c);
+    check_forward_matches_model(tiny_mla_config(0, 5, 1));
+    check_forward_matches_model(with_layers(tiny_config(4, 2, 1, 0, 0), 3, 2));
+    check_forward_matches_model(with_layers(tiny_mla_config(1, 0, 0), 3, 2));
 }
 
 // --- training ------------------------------------------------------------------------------
@@ -954,6 +1000,8 @@ int main(void) {
         cmocka_unit_test(test_model_gradients_mha),
         cmocka_unit_test(test_model_gradients_gqa),
         cmocka_unit_test(test_model_gradients_mqa),
+        cmocka_unit_test(test_model_gradients_mla),
+        cmocka_unit_test(test_model_gradients_cla),
         cmocka_unit_test(test_forward_matches_model),
         cmocka_unit_test(test_overfits_short_text),
         cmocka_unit_test(test_sample_batch),

@@ -748,17 +748,27 @@ static void model_tensor(ModelTensor *t, const char *name, int layer, float *dat
 
 static size_t max_model_tensors(const Config *c) { return 9 * (size_t)c->n_layers + 4; }
 
-// The model's tensors in file order; returns how many (at most max_model_tensors).
+// The model's tensors in file order; returns how many (at most max_model_tensors). A CLA
+// layer without keys and values of its own has no KV tensors; an MLA layer's are llama.cpp's
+// deepseek2 pair attn_kv_a_mqa ([c_kv; k_R] rows) and attn_kv_b (per head [W_uk; W_uv]).
 static size_t model_tensors(const Config *c, const Weights *w, ModelTensor *t) {
     size_t C = c->dim, H = c->hidden_dim, V = c->vocab_size, n = 0;
-    size_t q = (size_t)c->n_heads * c->head_dim, kv = (size_t)c->n_kv_heads * c->head_dim;
+    ModelDims d = model_dims(c);
+    size_t q = d.q, o = d.o, kv = d.kv, lat = d.latent, kv_b = d.kv_b, dc = c->kv_lora_rank;
     model_tensor(&t[n++], "token_embd.weight", -1, w->token_embedding, V, C);
     for (int l = 0; l < c->n_layers; l++) {
+        size_t g = (size_t)(l / c->kv_share);
         model_tensor(&t[n++], "attn_norm", l, w->rms_att + l * C, 0, C);
         model_tensor(&t[n++], "attn_q", l, w->wq + l * q * C, q, C);
-        model_tensor(&t[n++], "attn_k", l, w->wk + l * kv * C, kv, C);
-        model_tensor(&t[n++], "attn_v", l, w->wv + l * kv * C, kv, C);
-        model_tensor(&t[n++], "attn_output", l, w->wo + l * C * q, C, q);
+        if (l % c->kv_share == 0 && kv) {
+            model_tensor(&t[n++], "attn_k", l, w->wk + g * kv * C, kv, C);
+            model_tensor(&t[n++], "attn_v", l, w->wv + g * kv * C, kv, C);
+        }
+        if (l % c->kv_share == 0 && lat) {
+            model_tensor(&t[n++], "attn_kv_a_mqa", l, w->wkv_a + g * lat * C, lat, C);
+            model_tensor(&t[n++], "attn_kv_b", l, w->wkv_b + g * kv_b * dc, kv_b, dc);
+        }
+        model_tensor(&t[n++], "attn_output", l, w->wo + l * C * o, C, o);
         model_tensor(&t[n++], "ffn_norm", l, w->rms_ffn + l * C, 0, C);
         model_tensor(&t[n++], "ffn_gate", l, w->w1 + l * H * C, H, C);
         model_tensor(&t[n++], "ffn_down", l, w->w2 + l * C * H, C, H);
@@ -777,10 +787,12 @@ static void config_to_gguf(GGUFWriter *w, const Config *c) {
     gguf_set_u32(w, "llama.vocab_size", (uint32_t)c->vocab_size);
     gguf_set_u32(w, "llama.attention.head_count", (uint32_t)c->n_heads);
     gguf_set_u32(w, "llama.attention.head_count_kv", (uint32_t)c->n_kv_heads);
-    gguf_set_u32(w, "llama.attention.key_length", (uint32_t)c->head_dim);
+    // MLA as llama.cpp's deepseek2 spells it: keys of hd + d_r, values of hd, RoPE on d_r
+    gguf_set_u32(w, "llama.attention.key_length", (uint32_t)(c->head_dim + c->rope_dim));
     gguf_set_u32(w, "llama.attention.value_length", (uint32_t)c->head_dim);
+    if (c->kv_lora_rank) gguf_set_u32(w, "llama.attention.kv_lora_rank", (uint32_t)c->kv_lora_rank);
     gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", c->norm_eps);
-    gguf_set_u32(w, "llama.rope.dimension_count", (uint32_t)c->head_dim);
+    gguf_set_u32(w, "llama.rope.dimension_count", (uint32_t)(c->kv_lora_rank ? c->rope_dim : c->head_dim));
     gguf_set_f32(w, "llama.rope.freq_base", c->rope.theta);
     gguf_set_string(w, "llama.rope.scaling.type", rope_scaling_name(c->rope.scaling));
     gguf_set_f32(w, "llama.rope.scaling.factor", c->rope.factor);
@@ -789,6 +801,7 @@ static void config_to_gguf(GGUFWriter *w, const Config *c) {
     gguf_set_f32(w, "inferlab.rope.scaling.yarn_beta_slow", c->rope.beta_slow);
     gguf_set_u32(w, "inferlab.attention.sliding_window", (uint32_t)c->window);
     gguf_set_u32(w, "inferlab.attention.n_sink", (uint32_t)c->n_sink);
+    if (c->kv_share > 1) gguf_set_u32(w, "inferlab.attention.kv_share", (uint32_t)c->kv_share); // CLA: llama.cpp has no key
     gguf_set_bool(w, "inferlab.tied_embeddings", c->tied_embeddings);
 }
 
@@ -935,11 +948,13 @@ static int config_from_gguf(const GGUFFile *g, Config *c, Error *err) {
     c->rope.orig_ctx = c->seq_len;
     const GGUFTensor *embd = gguf_find_tensor(g, "token_embd.weight");
     c->vocab_size = embd && embd->dims[1] <= INT_MAX ? (int)embd->dims[1] : 0;
-    int value_length = -1, rope_dims = -1, tied = -1;
+    int key_length = -1, value_length = -1, rope_dims = -1, tied = -1;
     if (opt_int(g, "llama.attention.head_count_kv", 1, &c->n_kv_heads, err) ||
-        opt_int(g, "llama.attention.key_length", 1, &c->head_dim, err) ||
+        opt_int(g, "llama.attention.key_length", 1, &key_length, err) ||
         opt_int(g, "llama.attention.value_length", 1, &value_length, err) ||
         opt_int(g, "llama.rope.dimension_count", 1, &rope_dims, err) ||
+        opt_int(g, "llama.attention.kv_lora_rank", 0, &c->kv_lora_rank, err) ||
+        opt_int(g, "inferlab.attention.kv_share", 1, &c->kv_share, err) ||
         opt_int(g, "llama.vocab_size", 1, &c->vocab_size, err) ||
         opt_int(g, "llama.rope.scaling.original_context_length", 0, &c->rope.orig_ctx, err) ||
         opt_int(g, "inferlab.attention.sliding_window", 0, &c->window, err) ||
@@ -951,12 +966,20 @@ static int config_from_gguf(const GGUFFile *g, Config *c, Error *err) {
         opt_float(g, "inferlab.rope.scaling.yarn_beta_slow", &c->rope.beta_slow, err) ||
         opt_rope_scaling(g, &c->rope.scaling, err))
         return -1;
-    if (value_length >= 0 && value_length != c->head_dim)
-        return error_set(err, "%s: value_length %d differs from key_length %d (not supported)", g->path,
-                         value_length, c->head_dim);
-    if (rope_dims >= 0 && rope_dims != c->head_dim)
-        return error_set(err, "%s: RoPE rotates %d of %d head dimensions (partial RoPE is not supported)",
-                         g->path, rope_dims, c->head_dim);
+    if (c->kv_lora_rank) { // MLA: keys [k_C (value_length); k_R (rope dims)]
+        if (value_length < 0 || rope_dims < 0 || key_length != value_length + rope_dims)
+            return error_set(err, "%s: MLA needs value_length + rope.dimension_count = key_length", g->path);
+        c->head_dim = value_length;
+        c->rope_dim = rope_dims;
+    } else {
+        if (key_length >= 0) c->head_dim = key_length;
+        if (value_length >= 0 && value_length != c->head_dim)
+            return error_set(err, "%s: value_length %d differs from key_length %d (not supported)", g->path,
+                             value_length, c->head_dim);
+        if (rope_dims >= 0 && rope_dims != c->head_dim)
+            return error_set(err, "%s: RoPE rotates %d of %d head dimensions (partial RoPE is not supported)",
+                             g->path, rope_dims, c->head_dim);
+    }
     if (gguf_find_kv(g, "inferlab.tied_embeddings")) {
         if (gguf_get_bool(g, "inferlab.tied_embeddings", &tied, err)) return -1;
     } else {

@@ -191,9 +191,10 @@ void llama2c_save_model(const char *path, const Model *m, int version) {
     const Config *c = &m->config;
     if (version != 0 && version != 1) die("llama2c_save_model %s: version %d (0 or 1)", path, version);
     if (c->head_dim * c->n_heads != c->dim || c->window != 0 || c->n_sink != 0 ||
-        c->rope.scaling != ROPE_NONE || c->rope.theta != 10000.0f || c->norm_eps != 1e-5f)
+        c->rope.scaling != ROPE_NONE || c->rope.theta != 10000.0f || c->norm_eps != 1e-5f ||
+        c->kv_lora_rank != 0 || c->kv_share != 1)
         die("llama2c_save_model %s: llama2.c cannot express this config "
-            "(needs head_dim = dim / n_heads, no window, sinks or RoPE scaling, theta 1e4, eps 1e-5)",
+            "(needs head_dim = dim / n_heads, no window, sinks, RoPE scaling, MLA or CLA, theta 1e4, eps 1e-5)",
             path);
     int32_t h[7] = {c->dim,        c->hidden_dim,
                     c->n_layers,   c->n_heads,

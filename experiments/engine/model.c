@@ -25,6 +25,7 @@ Config config_default(void) {
     c.rope.factor = 1.0f;
     c.rope.beta_fast = 32.0f;
     c.rope.beta_slow = 1.0f;
+    c.kv_share = 1;
     return c;
 }
 
@@ -34,7 +35,15 @@ int config_validate(const Config *c, char *why, size_t why_len) {
                   c->vocab_size, c->seq_len};
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         if (dims[i] <= 0 || dims[i] > MAX_DIM) bad = "a dimension is not in 1 .. 2^20";
-    if (!bad && c->n_heads % c->n_kv_heads != 0) bad = "n_heads is not a multiple of n_kv_heads";
+    if (!bad && (c->kv_lora_rank < 0 || c->kv_lora_rank > MAX_DIM || c->rope_dim < 0 || c->rope_dim > MAX_DIM))
+        bad = "kv_lora_rank or rope_dim is not in 0 .. 2^20";
+    else if (!bad && (c->kv_share < 1 || c->kv_share > c->n_layers)) bad = "kv_share is not in 1 .. n_layers";
+    else if (!bad && c->kv_lora_rank == 0 && c->rope_dim != 0) bad = "rope_dim is set but the model is not MLA";
+    else if (!bad && c->kv_lora_rank > 0 && (c->rope_dim < 2 || c->rope_dim % 2 != 0))
+        bad = "MLA needs an even rope_dim >= 2 (RoPE rotates pairs)";
+    else if (!bad && c->kv_lora_rank > 0 && c->n_kv_heads != c->n_heads)
+        bad = "MLA has a key and value per head: n_kv_heads must equal n_heads";
+    else if (!bad && c->n_heads % c->n_kv_heads != 0) bad = "n_heads is not a multiple of n_kv_heads";
     else if (!bad && c->head_dim % 2 != 0) bad = "head_dim is odd (RoPE rotates pairs)";
     else if (!bad && (c->window < 0 || c->n_sink < 0)) bad = "window or n_sink is negative";
     else if (!bad && !(c->norm_eps > 0.0f)) bad = "norm_eps is not positive";
@@ -49,22 +58,39 @@ int config_validate(const Config *c, char *why, size_t why_len) {
     return bad == NULL;
 }
 
+ModelDims model_dims(const Config *c) {
+    ModelDims d;
+    int mla = c->kv_lora_rank > 0;
+    d.qk = (size_t)c->head_dim + c->rope_dim;
+    d.q = (size_t)c->n_heads * d.qk;
+    d.o = (size_t)c->n_heads * c->head_dim;
+    d.kv = mla ? 0 : (size_t)c->n_kv_heads * c->head_dim;
+    d.latent = mla ? (size_t)c->kv_lora_rank + c->rope_dim : 0;
+    d.kv_b = mla ? 2 * (size_t)c->n_heads * c->head_dim : 0;
+    d.L_kv = (size_t)config_kv_layers(c);
+    return d;
+}
+
 size_t model_param_count(const Config *c) {
     size_t C = c->dim, H = c->hidden_dim, L = c->n_layers, V = c->vocab_size;
-    size_t q = (size_t)c->n_heads * c->head_dim, kv = (size_t)c->n_kv_heads * c->head_dim;
-    size_t per_layer = C + q * C + 2 * kv * C + C * q + C + 3 * H * C;
-    return V * C + L * per_layer + C + (c->tied_embeddings ? 0 : V * C);
+    ModelDims d = model_dims(c);
+    size_t per_layer = C + d.q * C + C * d.o + C + 3 * H * C;
+    size_t per_kv_layer = 2 * d.kv * C + d.latent * C + d.kv_b * c->kv_lora_rank;
+    return V * C + L * per_layer + d.L_kv * per_kv_layer + C + (c->tied_embeddings ? 0 : V * C);
 }
 
 void weights_map(Weights *w, const Config *c, float *p) {
     size_t C = c->dim, H = c->hidden_dim, L = c->n_layers, V = c->vocab_size;
-    size_t q = (size_t)c->n_heads * c->head_dim, kv = (size_t)c->n_kv_heads * c->head_dim;
+    ModelDims d = model_dims(c);
+    size_t Lkv = d.L_kv;
     w->token_embedding = p; p += V * C;
     w->rms_att = p;         p += L * C;
-    w->wq = p;              p += L * q * C;
-    w->wk = p;              p += L * kv * C;
-    w->wv = p;              p += L * kv * C;
-    w->wo = p;              p += L * C * q;
+    w->wq = p;              p += L * d.q * C;
+    w->wk = p;              p += Lkv * d.kv * C;
+    w->wv = p;              p += Lkv * d.kv * C;
+    w->wkv_a = p;           p += Lkv * d.latent * C;
+    w->wkv_b = p;           p += Lkv * d.kv_b * c->kv_lora_rank;
+    w->wo = p;              p += L * C * d.o;
     w->rms_ffn = p;         p += L * C;
     w->w1 = p;              p += L * H * C;
     w->w2 = p;              p += L * C * H;
@@ -108,27 +134,50 @@ static double visible_keys(const Config *c, int p) {
     return c->window + sinks_outside;
 }
 
-double model_forward_flops(const Config *c, int n_new, int n_past, int head_rows) {
-    double C = c->dim, H = c->hidden_dim, q = (double)c->n_heads * c->head_dim;
-    double kv = (double)c->n_kv_heads * c->head_dim;
-    double per_token = 2.0 * c->n_layers * (C * q + 2 * C * kv + q * C + 3 * C * H);
+// absorbed: MLA as inference runs it (latent queries and outputs); else as the trainer runs
+// it (every head's keys and values expanded from the latent once per token).
+static double forward_flops(const Config *c, int n_new, int n_past, int head_rows, int absorbed) {
+    double C = c->dim, H = c->hidden_dim, nh = c->n_heads, L = c->n_layers;
+    ModelDims d = model_dims(c);
+    int latent = c->kv_lora_rank && absorbed;
+    // per head: query / key dims of a score, value dims of an output
+    double score_dim = latent ? (double)d.latent : (double)d.qk;
+    double value_dim = latent ? c->kv_lora_rank : c->head_dim;
+    double per_layer = C * nh * score_dim + C * nh * value_dim + 3 * C * H; // wq, wo, MLP
+    double per_kv_layer = 2 * C * d.kv + C * d.latent + (latent ? 0.0 : (double)d.kv_b * c->kv_lora_rank);
+    double per_token = 2.0 * (L * per_layer + d.L_kv * per_kv_layer);
     double keys = 0.0;
     for (int p = n_past; p < n_past + n_new; p++) keys += visible_keys(c, p);
-    double attention = 2.0 * 2.0 * c->n_layers * q * keys; // Q.K^T and P.V
+    double attention = 2.0 * L * nh * (score_dim + value_dim) * keys; // Q.K^T and P.V
     return per_token * n_new + attention + 2.0 * C * c->vocab_size * head_rows;
+}
+
+double model_forward_flops(const Config *c, int n_new, int n_past, int head_rows) {
+    return forward_flops(c, n_new, n_past, head_rows, 1);
+}
+
+double model_forward_flops_expanded(const Config *c, int n_new, int n_past, int head_rows) {
+    return forward_flops(c, n_new, n_past, head_rows, 0);
+}
+
+void model_kv_cache_alloc(KVCache *kv, const Ops *ops, const Config *c, int capacity) {
+    if (c->kv_lora_rank) kv_cache_alloc_latent(kv, ops, config_kv_layers(c), config_kv_row(c), capacity);
+    else kv_cache_alloc(kv, ops, config_kv_layers(c), c->n_kv_heads, c->head_dim, capacity);
 }
 
 // ---- engine: weights on the backend --------------------------------------------------------
 
-// Backend address of host weight p inside a block holding the host block in type t.
-static const void *in_block(const void *block, DType t, const Model *m, const float *p) {
-    return (const char *)block + (size_t)(p - m->params) * dtype_size(t);
+// A tensor at host weight p of a host block, read from that block's backend copy (the host
+// block itself when there is none): the same offset, in elements of type t.
+static Tensor block_tensor(DType t, const void *backend, const float *host, const float *p, int rows, int cols) {
+    const char *base = backend ? backend : (const void *)host;
+    Tensor x = {t, base + (size_t)(p - host) * dtype_size(t), rows, cols};
+    return x;
 }
 
 static Tensor tensor_at(const Engine *e, const Model *m, const float *p, int rows, int cols) {
     if (e->quant) return *quant_weights_find(e->quant, p);
-    Tensor t = {e->dtype, in_block(e->matrices ? e->matrices : m->params, e->dtype, m, p), rows, cols};
-    return t;
+    return block_tensor(e->dtype, e->matrices, m->params, p, rows, cols);
 }
 
 // The quantised matrices to run, if any: the checkpoint's, or m's quantised into e->dtype.
@@ -147,22 +196,21 @@ static void place_quantized(Engine *e, const Model *m) {
         die("engine_open: %s weights run on the CPU only (not implemented on %s)", dtype_name(e->dtype), e->ops->name);
 }
 
-// The weight block in the engine's dtype in backend memory: the host block itself where the
-// backend reads host memory and no conversion is wanted, else a converted copy.
-static void place_matrices(Engine *e, const Model *m) {
+// A host fp32 block of n floats in backend memory, in the engine's dtype: NULL where the
+// backend reads host memory and no conversion is wanted (the host block serves), else a copy.
+static void *place_block(const Engine *e, const float *host, size_t n) {
     const Ops *ops = e->ops;
-    e->matrices = NULL;
-    if (e->quant || (ops->host_memory && e->dtype == DTYPE_F32)) return;
-    size_t n = m->n_params;
-    e->matrices = ops->alloc(n * dtype_size(e->dtype));
+    if (ops->host_memory && e->dtype == DTYPE_F32) return NULL;
+    void *block = ops->alloc(n * dtype_size(e->dtype));
     if (e->dtype == DTYPE_F32) {
-        ops->upload(e->matrices, m->params, n * sizeof(float));
+        ops->upload(block, host, n * sizeof(float));
     } else { // stage in fp32, round in backend memory
         float *staging = ops->alloc(n * sizeof(float));
-        ops->upload(staging, m->params, n * sizeof(float));
-        ops->convert(e->matrices, e->dtype, staging, DTYPE_F32, n);
+        ops->upload(staging, host, n * sizeof(float));
+        ops->convert(block, e->dtype, staging, DTYPE_F32, n);
         ops->free(staging);
     }
+    return block;
 }
 
 // Norm gains stay fp32: rms_att (L, C) | rms_ffn (L, C) | rms_final (C).
@@ -185,20 +233,119 @@ static void place_norms(Engine *e, const Model *m, const float **att, const floa
     e->rms_final = e->norms + 2 * LC;
 }
 
+// ---- MLA: the matrices engine_open derives from wq, wkv_b and wo ------------------------------
+// Per head h, with q_C = W_qC,h x and k_C = W_uk,h c (W_uk,h: (hd, d_c)):
+//   q_C . k_C = (W_uk,h^T W_qC,h x) . c      so the absorbed query's latent part is W_uk,h^T W_qC,h
+//   W_o,h (W_uv,h (sum_j p_j c_j)) = (W_o,h W_uv,h) (sum_j p_j c_j)   so the output projection absorbs W_uv
+// and the naive path expands a latent row [c; k_R] to every head's [k_C; k_R] and v with
+// matrices whose k_R columns are zero for k_C and v, and the identity for k_R (exact copies).
+
+// Floats of the MLA block: wq_abs and wo_abs per layer, k_dec and v_dec per KV layer.
+static size_t mla_floats(const Config *c, size_t *per_layer, size_t *per_kv_layer) {
+    ModelDims d = model_dims(c);
+    size_t C = c->dim, nh = c->n_heads, dc = c->kv_lora_rank;
+    *per_layer = nh * d.latent * C + C * nh * dc;
+    *per_kv_layer = (size_t)d.q * d.latent + (size_t)d.o * d.latent;
+    return c->n_layers * *per_layer + d.L_kv * *per_kv_layer;
+}
+
+// wq_abs (n_heads * (d_c + d_r), C) and wo_abs (C, n_heads * d_c) of one layer whose keys and
+// values come from wkv_b (n_heads * 2 hd, d_c); sums in double.
+static void mla_absorb(float *wq_abs, float *wo_abs, const float *wq, const float *wkv_b, const float *wo,
+                       const Config *c) {
+    int C = c->dim, nh = c->n_heads, hd = c->head_dim, dc = c->kv_lora_rank, dr = c->rope_dim;
+    int qk = hd + dr, lat = dc + dr, o = nh * hd;
+    for (int h = 0; h < nh; h++) {
+        const float *wqc = wq + (size_t)h * qk * C, *uk = wkv_b + (size_t)h * 2 * hd * dc, *uv = uk + (size_t)hd * dc;
+        float *qa = wq_abs + (size_t)h * lat * C;
+        for (int i = 0; i < dc; i++)
+            for (int col = 0; col < C; col++) {
+                double acc = 0.0;
+                for (int k = 0; k < hd; k++) acc += (double)uk[(size_t)k * dc + i] * wqc[(size_t)k * C + col];
+                qa[(size_t)i * C + col] = (float)acc;
+            }
+        memcpy(qa + (size_t)dc * C, wqc + (size_t)hd * C, (size_t)dr * C * sizeof(float)); // W_qR
+        for (int row = 0; row < C; row++)
+            for (int i = 0; i < dc; i++) {
+                double acc = 0.0;
+                for (int k = 0; k < hd; k++) acc += (double)wo[(size_t)row * o + h * hd + k] * uv[(size_t)k * dc + i];
+                wo_abs[(size_t)row * nh * dc + (size_t)h * dc + i] = (float)acc;
+            }
+    }
+}
+
+// k_dec (n_heads * (hd + d_r), d_c + d_r) and v_dec (n_heads * hd, d_c + d_r) from wkv_b.
+static void mla_expand(float *k_dec, float *v_dec, const float *wkv_b, const Config *c) {
+    int nh = c->n_heads, hd = c->head_dim, dc = c->kv_lora_rank, dr = c->rope_dim, lat = dc + dr, qk = hd + dr;
+    memset(k_dec, 0, (size_t)nh * qk * lat * sizeof(float));
+    memset(v_dec, 0, (size_t)nh * hd * lat * sizeof(float));
+    for (int h = 0; h < nh; h++) {
+        const float *uk = wkv_b + (size_t)h * 2 * hd * dc, *uv = uk + (size_t)hd * dc;
+        for (int k = 0; k < hd; k++) {
+            memcpy(k_dec + ((size_t)h * qk + k) * lat, uk + (size_t)k * dc, (size_t)dc * sizeof(float));
+            memcpy(v_dec + ((size_t)h * hd + k) * lat, uv + (size_t)k * dc, (size_t)dc * sizeof(float));
+        }
+        for (int j = 0; j < dr; j++) k_dec[((size_t)h * qk + hd + j) * lat + dc + j] = 1.0f;
+    }
+}
+
+// Fill e->mla_host (layer l's wq_abs | wo_abs, then KV layer g's k_dec | v_dec) and place it.
+static void mla_prepare(Engine *e, const Model *m) {
+    const Config *c = &m->config;
+    const Weights *w = &m->weights;
+    ModelDims d = model_dims(c);
+    size_t per_layer, per_kv_layer, n = mla_floats(c, &per_layer, &per_kv_layer), C = c->dim;
+    e->mla_host = mallocCheck(n * sizeof(float));
+    for (int l = 0; l < c->n_layers; l++) {
+        float *at = e->mla_host + l * per_layer;
+        const float *kv_b = w->wkv_b + (size_t)(l / c->kv_share) * d.kv_b * c->kv_lora_rank;
+        mla_absorb(at, at + (size_t)c->n_heads * d.latent * C, w->wq + l * (size_t)d.q * C, kv_b,
+                   w->wo + l * C * d.o, c);
+    }
+    for (size_t g = 0; g < d.L_kv; g++) {
+        float *at = e->mla_host + c->n_layers * per_layer + g * per_kv_layer;
+        mla_expand(at, at + (size_t)d.q * d.latent, w->wkv_b + (size_t)g * d.kv_b * c->kv_lora_rank, c);
+    }
+    e->mla_matrices = place_block(e, e->mla_host, n);
+}
+
+static Tensor mla_tensor(const Engine *e, const float *p, int rows, int cols) {
+    return block_tensor(e->dtype, e->mla_matrices, e->mla_host, p, rows, cols);
+}
+
+static void map_mla_layer(Engine *e, LayerWeights *lw, const Model *m, int l) {
+    const Config *c = &m->config;
+    ModelDims d = model_dims(c);
+    size_t per_layer, per_kv_layer, C = c->dim, nh = c->n_heads;
+    mla_floats(c, &per_layer, &per_kv_layer);
+    const float *at = e->mla_host + l * per_layer;
+    const float *kv_at = e->mla_host + c->n_layers * per_layer + (size_t)(l / c->kv_share) * per_kv_layer;
+    lw->wq_abs = mla_tensor(e, at, (int)nh * d.latent, (int)C);
+    lw->wo_abs = mla_tensor(e, at + nh * d.latent * C, (int)C, (int)nh * c->kv_lora_rank);
+    lw->k_dec = mla_tensor(e, kv_at, d.q, d.latent);
+    lw->v_dec = mla_tensor(e, kv_at + (size_t)d.q * d.latent, d.o, d.latent);
+    if (l % c->kv_share == 0)
+        lw->wkv_a = tensor_at(e, m, m->weights.wkv_a + (size_t)(l / c->kv_share) * d.latent * C, d.latent, (int)C);
+}
+
 static void map_layers(Engine *e, const Model *m, const float *att, const float *ffn) {
     const Config *c = &m->config;
     const Weights *w = &m->weights;
     size_t C = c->dim, H = c->hidden_dim;
-    size_t q = (size_t)c->n_heads * c->head_dim, kv = (size_t)c->n_kv_heads * c->head_dim;
-    e->layers = mallocCheck((size_t)c->n_layers * sizeof(LayerWeights));
+    ModelDims d = model_dims(c);
+    e->layers = callocCheck((size_t)c->n_layers, sizeof(LayerWeights));
     for (int l = 0; l < c->n_layers; l++) {
         LayerWeights *lw = &e->layers[l];
+        size_t g = (size_t)(l / c->kv_share); // the KV layer it reads
         lw->rms_att = att + l * C;
         lw->rms_ffn = ffn + l * C;
-        lw->wq = tensor_at(e, m, w->wq + l * q * C, (int)q, (int)C);
-        lw->wk = tensor_at(e, m, w->wk + l * kv * C, (int)kv, (int)C);
-        lw->wv = tensor_at(e, m, w->wv + l * kv * C, (int)kv, (int)C);
-        lw->wo = tensor_at(e, m, w->wo + l * C * q, (int)C, (int)q);
+        lw->wq = tensor_at(e, m, w->wq + l * (size_t)d.q * C, d.q, (int)C);
+        if (l % c->kv_share == 0 && d.kv) {
+            lw->wk = tensor_at(e, m, w->wk + g * d.kv * C, d.kv, (int)C);
+            lw->wv = tensor_at(e, m, w->wv + g * d.kv * C, d.kv, (int)C);
+        }
+        if (c->kv_lora_rank) map_mla_layer(e, lw, m, l);
+        lw->wo = tensor_at(e, m, w->wo + l * C * d.o, (int)C, d.o);
         lw->w1 = tensor_at(e, m, w->w1 + l * H * C, (int)H, (int)C);
         lw->w2 = tensor_at(e, m, w->w2 + l * C * H, (int)C, (int)H);
         lw->w3 = tensor_at(e, m, w->w3 + l * H * C, (int)H, (int)C);
@@ -209,46 +356,65 @@ static void map_layers(Engine *e, const Model *m, const float *att, const float 
 
 // ---- engine: scratch ------------------------------------------------------------------------
 
+static size_t max2(size_t a, size_t b) { return a > b ? a : b; }
+
 static void runstate_alloc(RunState *s, const Ops *ops, const Config *c, DType dtype, int max_rows, int max_keys) {
-    size_t R = max_rows, C = c->dim, H = c->hidden_dim, L = c->n_layers, V = c->vocab_size;
-    size_t q = (size_t)c->n_heads * c->head_dim, kv = (size_t)c->n_kv_heads * c->head_dim;
-    size_t widest = C > H ? C : H;
-    widest = widest > q ? widest : q;
+    size_t R = max_rows, C = c->dim, H = c->hidden_dim, Lkv = config_kv_layers(c), V = c->vocab_size;
+    ModelDims d = model_dims(c);
+    int mla = c->kv_lora_rank > 0;
+    size_t q = max2(d.q, (size_t)c->n_heads * d.latent);             // naive or absorbed queries
+    size_t att = max2(d.o, (size_t)c->n_heads * c->kv_lora_rank);    // their outputs
+    size_t widest = max2(max2(C, H), max2(max2(q, att), d.latent)); // matmul input widths
+    // MLA's naive path multiplies a whole sequence's latent rows at once
+    size_t matmul_rows = mla && (size_t)max_keys > R ? (size_t)max_keys : R;
+    int rot = mla ? c->rope_dim : c->head_dim;
     s->max_rows = max_rows;
     s->max_keys = max_keys;
     s->x = ops->alloc(R * C * sizeof(float));
     s->xb = ops->alloc(R * C * sizeof(float));
     s->q = ops->alloc(R * q * sizeof(float));
-    s->k = ops->alloc(R * kv * sizeof(float));
-    s->v = ops->alloc(R * kv * sizeof(float));
-    s->att = ops->alloc(R * q * sizeof(float));
+    s->k = ops->alloc(R * (mla ? d.latent : d.kv) * sizeof(float));
+    s->v = mla ? NULL : ops->alloc(R * d.kv * sizeof(float));
+    s->att = ops->alloc(R * att * sizeof(float));
     s->proj = ops->alloc(R * C * sizeof(float));
     s->hb = ops->alloc(R * H * sizeof(float));
     s->hb2 = ops->alloc(R * H * sizeof(float));
     s->logits = ops->alloc(R * V * sizeof(float));
-    s->matmul_scratch = ops->alloc(ops->matmul_scratch_bytes(dtype, (int)R, (int)widest));
+    s->matmul_scratch = ops->alloc(ops->matmul_scratch_bytes(dtype, (int)matmul_rows, (int)widest));
     s->attn_scratch_bytes = ops->attention_scratch_bytes(max_keys);
     s->attn_scratch = ops->alloc(s->attn_scratch_bytes);
     s->tokens = ops->alloc(R * sizeof(int));
     s->pos = ops->alloc(R * sizeof(int));
-    s->keys = ops->alloc(L * R * sizeof(float *));
-    s->values = ops->alloc(L * R * sizeof(float *));
+    s->keys = ops->alloc(Lkv * R * sizeof(float *));
+    s->values = ops->alloc(Lkv * R * sizeof(float *));
     s->logits_host = mallocCheck(R * V * sizeof(float));
     s->pos_host = mallocCheck(R * sizeof(int));
-    s->keys_host = mallocCheck(L * R * sizeof(float *));
-    s->values_host = mallocCheck(L * R * sizeof(float *));
+    s->keys_host = mallocCheck(Lkv * R * sizeof(float *));
+    s->values_host = mallocCheck(Lkv * R * sizeof(float *));
+    if (mla) {
+        s->k_dec = ops->alloc((size_t)max_keys * d.q * sizeof(float));
+        s->v_dec = ops->alloc((size_t)max_keys * d.o * sizeof(float));
+        s->k_dec_rows = ops->alloc(R * sizeof(float *));
+        s->v_dec_rows = ops->alloc(R * sizeof(float *));
+        float **rows = mallocCheck(2 * R * sizeof(float *));
+        for (size_t r = 0; r < R; r++) rows[r] = s->k_dec, rows[R + r] = s->v_dec;
+        ops->upload(s->k_dec_rows, rows, R * sizeof(float *));
+        ops->upload(s->v_dec_rows, rows + R, R * sizeof(float *));
+        free(rows);
+    }
 
-    float *inv_freq = mallocCheck((size_t)c->head_dim / 2 * sizeof(float));
-    s->mscale = rope_frequencies(inv_freq, c->head_dim, &c->rope);
-    s->inv_freq = ops->alloc((size_t)c->head_dim / 2 * sizeof(float));
-    ops->upload(s->inv_freq, inv_freq, (size_t)c->head_dim / 2 * sizeof(float));
+    float *inv_freq = mallocCheck((size_t)rot / 2 * sizeof(float));
+    s->mscale = rope_frequencies(inv_freq, rot, &c->rope);
+    s->inv_freq = ops->alloc((size_t)rot / 2 * sizeof(float));
+    ops->upload(s->inv_freq, inv_freq, (size_t)rot / 2 * sizeof(float));
     free(inv_freq);
 }
 
 static void runstate_free(RunState *s, const Ops *ops) {
     void *bufs[] = {s->x,      s->xb,          s->q,           s->k,      s->v,        s->att,
                     s->proj,   s->hb,          s->hb2,         s->logits, s->matmul_scratch,
-                    s->attn_scratch, s->inv_freq, s->tokens,   s->pos,    s->keys,     s->values};
+                    s->attn_scratch, s->inv_freq, s->tokens,   s->pos,    s->keys,     s->values,
+                    s->k_dec,  s->v_dec,       s->k_dec_rows,  s->v_dec_rows};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ops->free(bufs[i]);
     free(s->logits_host);
     free(s->pos_host);
@@ -264,8 +430,9 @@ void engine_open(Engine *e, const Model *m, const Ops *ops, DType dtype, int max
     e->dtype = dtype;
     const float *att, *ffn;
     place_quantized(e, m);
-    place_matrices(e, m);
+    e->matrices = e->quant ? NULL : place_block(e, m->params, m->n_params);
     place_norms(e, m, &att, &ffn);
+    if (m->config.kv_lora_rank) mla_prepare(e, m);
     map_layers(e, m, att, ffn);
     runstate_alloc(&e->s, ops, &m->config, e->dtype, max_rows, max_keys);
 }
@@ -278,33 +445,115 @@ void engine_close(Engine *e) {
         quant_weights_free(e->quant);
         free(e->quant);
     }
+    e->ops->free(e->mla_matrices);
+    free(e->mla_host);
     free(e->layers);
     memset(e, 0, sizeof *e);
 }
 
 size_t engine_weight_bytes(const Engine *e) {
     const Config *c = &e->config;
-    size_t norms = (2 * (size_t)c->n_layers + 1) * c->dim * sizeof(float);
+    size_t n = model_param_count(c), norms = (2 * (size_t)c->n_layers + 1) * c->dim * sizeof(float);
     if (e->quant) return e->quant->bytes + norms;
-    return model_param_count(c) * dtype_size(e->dtype) + norms;
+    if (c->kv_lora_rank) { // the absorbed path reads wq_abs, wo_abs for wq, wo, and no wkv_b
+        ModelDims d = model_dims(c);
+        size_t per_layer, per_kv_layer, C = c->dim;
+        mla_floats(c, &per_layer, &per_kv_layer);
+        n = n - c->n_layers * (d.q * C + C * d.o) - d.L_kv * d.kv_b * c->kv_lora_rank + c->n_layers * per_layer;
+    }
+    return n * dtype_size(e->dtype) + norms;
 }
 
 // ---- the forward pass -----------------------------------------------------------------------
 
-// Tokens, positions and every layer's cache rows of the R rows, into backend memory.
+// Tokens, positions and every KV layer's cache rows of the R rows, into backend memory.
 static void stage_rows(Engine *e, KVCache **caches, const int *tokens, const int *pos, int R) {
     RunState *s = &e->s;
-    int L = e->config.n_layers;
+    int Lkv = config_kv_layers(&e->config);
     for (int r = 0; r < R; r++) s->pos_host[r] = pos[r];
-    for (int l = 0; l < L; l++)
+    for (int l = 0; l < Lkv; l++)
         for (int r = 0; r < R; r++) {
             s->keys_host[(size_t)l * R + r] = kv_cache_layer_key(caches[r], l);
             s->values_host[(size_t)l * R + r] = kv_cache_layer_value(caches[r], l);
         }
     e->ops->upload(s->tokens, tokens, (size_t)R * sizeof(int));
     e->ops->upload(s->pos, s->pos_host, (size_t)R * sizeof(int));
-    e->ops->upload(s->keys, s->keys_host, (size_t)L * R * sizeof(float *));
-    e->ops->upload(s->values, s->values_host, (size_t)L * R * sizeof(float *));
+    e->ops->upload(s->keys, s->keys_host, (size_t)Lkv * R * sizeof(float *));
+    e->ops->upload(s->values, s->values_host, (size_t)Lkv * R * sizeof(float *));
+}
+
+// The attention blocks: from the normed input s->xb to the block's output s->proj (R, C).
+// own_kv: this layer computes the keys and values it reads (CLA's later layers of a set
+// read those the set's first layer wrote into the cache in this same forward).
+
+// MHA / GQA / MQA.
+static void attention_heads(Engine *e, const LayerWeights *w, const KVRows *kv, int R, int own_kv) {
+    const Ops *ops = e->ops;
+    const Config *c = &e->config;
+    RunState *s = &e->s;
+    int hd = c->head_dim, kv_dim = c->n_kv_heads * hd;
+    AttentionShape shape = {c->n_heads, c->n_kv_heads, hd, c->window, c->n_sink, 1.0f / sqrtf((float)hd), .value_dim = hd};
+    ops->matmul(s->q, s->xb, &w->wq, R, s->matmul_scratch); // (R, n_heads * hd)
+    ops->rope(s->q, R, c->n_heads, hd, hd, s->pos, s->inv_freq, s->mscale);
+    if (own_kv) {
+        ops->matmul(s->k, s->xb, &w->wk, R, s->matmul_scratch); // (R, n_kv * hd)
+        ops->matmul(s->v, s->xb, &w->wv, R, s->matmul_scratch);
+        ops->rope(s->k, R, c->n_kv_heads, hd, hd, s->pos, s->inv_freq, s->mscale);
+        ops->kv_write(kv, s->k, s->v, kv_dim);
+    }
+    ops->attention(s->att, s->q, kv, &shape, s->attn_scratch, s->attn_scratch_bytes);
+    ops->matmul(s->proj, s->att, &w->wo, R, s->matmul_scratch); // (R, C)
+}
+
+// MLA's cache rows [c_kv; RoPE(k_R)] (R, d_c + d_r), written by both paths.
+static void mla_write_latent(Engine *e, const LayerWeights *w, const KVRows *kv, int R) {
+    const Config *c = &e->config;
+    RunState *s = &e->s;
+    int lat = c->kv_lora_rank + c->rope_dim;
+    e->ops->matmul(s->k, s->xb, &w->wkv_a, R, s->matmul_scratch); // (R, d_c + d_r)
+    e->ops->rope(s->k, R, 1, lat, c->rope_dim, s->pos, s->inv_freq, s->mscale);
+    e->ops->kv_write(kv, s->k, NULL, lat);
+}
+
+// MLA absorbed: queries [W_uk^T q_C; RoPE(q_R)] per head against the latent rows (one KV head,
+// values = the rows' c_kv), the latent outputs through wo_abs.
+static void attention_mla_absorbed(Engine *e, const LayerWeights *w, const KVRows *kv, int R, int own_kv) {
+    const Ops *ops = e->ops;
+    const Config *c = &e->config;
+    RunState *s = &e->s;
+    int lat = c->kv_lora_rank + c->rope_dim;
+    AttentionShape shape = {c->n_heads, 1, lat, c->window, c->n_sink, 1.0f / sqrtf((float)(c->head_dim + c->rope_dim)),
+                            .value_dim = c->kv_lora_rank, .value_stride = lat};
+    if (own_kv) mla_write_latent(e, w, kv, R);
+    ops->matmul(s->q, s->xb, &w->wq_abs, R, s->matmul_scratch); // (R, n_heads * (d_c + d_r))
+    ops->rope(s->q, R, c->n_heads, lat, c->rope_dim, s->pos, s->inv_freq, s->mscale);
+    ops->attention(s->att, s->q, kv, &shape, s->attn_scratch, s->attn_scratch_bytes); // (R, n_heads * d_c)
+    ops->matmul(s->proj, s->att, &w->wo_abs, R, s->matmul_scratch);                   // (R, C)
+}
+
+// MLA naive: for each sequence among the rows, decompress its cached rows into every head's
+// keys [k_C; k_R] and values, then ordinary attention with queries [q_C; RoPE(q_R)].
+static void attention_mla_naive(Engine *e, const LayerWeights *w, const KVRows *kv, int kv_layer, KVCache **caches,
+                                int R, int own_kv) {
+    const Ops *ops = e->ops;
+    const Config *c = &e->config;
+    RunState *s = &e->s;
+    int nh = c->n_heads, hd = c->head_dim, qk = hd + c->rope_dim;
+    AttentionShape shape = {nh, nh, qk, c->window, c->n_sink, 1.0f / sqrtf((float)qk), .value_dim = hd};
+    if (own_kv) mla_write_latent(e, w, kv, R);
+    ops->matmul(s->q, s->xb, &w->wq, R, s->matmul_scratch); // (R, n_heads * (hd + d_r))
+    ops->rope(s->q, R, nh, qk, c->rope_dim, s->pos, s->inv_freq, s->mscale);
+    for (int r0 = 0, r1; r0 < R; r0 = r1) { // rows r0 .. r1 - 1: one sequence
+        int n = 0;
+        for (r1 = r0; r1 < R && caches[r1] == caches[r0]; r1++) n = s->pos_host[r1] + 1 > n ? s->pos_host[r1] + 1 : n;
+        const float *rows = s->keys_host[(size_t)kv_layer * R + r0];
+        ops->matmul(s->k_dec, rows, &w->k_dec, n, s->matmul_scratch); // (n, n_heads * (hd + d_r))
+        ops->matmul(s->v_dec, rows, &w->v_dec, n, s->matmul_scratch); // (n, n_heads * hd)
+        KVRows seq = {r1 - r0, s->pos + r0, s->k_dec_rows, s->v_dec_rows};
+        ops->attention(s->att + (size_t)r0 * nh * hd, s->q + (size_t)r0 * nh * qk, &seq, &shape, s->attn_scratch,
+                       s->attn_scratch_bytes);
+    }
+    ops->matmul(s->proj, s->att, &w->wo, R, s->matmul_scratch); // (R, C)
 }
 
 void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *pos, int R, float *logits,
@@ -312,8 +561,7 @@ void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *p
     const Ops *ops = e->ops;
     const Config *c = &e->config;
     RunState *s = &e->s;
-    int C = c->dim, H = c->hidden_dim, hd = c->head_dim, kv_dim = c->n_kv_heads * hd;
-    AttentionShape shape = {c->n_heads, c->n_kv_heads, hd, c->window, c->n_sink, 1.0f / sqrtf((float)hd)};
+    int C = c->dim, H = c->hidden_dim;
     if (R > s->max_rows) die("engine_forward: %d rows exceed the engine's %d", R, s->max_rows);
     for (int r = 0; r < R; r++)
         if (pos[r] >= s->max_keys || pos[r] >= caches[r]->capacity)
@@ -325,17 +573,13 @@ void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *p
 
     for (int l = 0; l < c->n_layers; l++) {
         const LayerWeights *w = &e->layers[l];
-        KVRows kv = {R, s->pos, s->keys + (size_t)l * R, s->values + (size_t)l * R};
+        int kv_layer = l / c->kv_share, own_kv = l % c->kv_share == 0;
+        KVRows kv = {R, s->pos, s->keys + (size_t)kv_layer * R, s->values + (size_t)kv_layer * R};
         // attention block
         ops->rmsnorm(s->xb, s->x, w->rms_att, R, C, c->norm_eps);
-        ops->matmul(s->q, s->xb, &w->wq, R, s->matmul_scratch); // (R, n_heads * hd)
-        ops->matmul(s->k, s->xb, &w->wk, R, s->matmul_scratch); // (R, n_kv * hd)
-        ops->matmul(s->v, s->xb, &w->wv, R, s->matmul_scratch);
-        ops->rope(s->q, R, c->n_heads, hd, s->pos, s->inv_freq, s->mscale);
-        ops->rope(s->k, R, c->n_kv_heads, hd, s->pos, s->inv_freq, s->mscale);
-        ops->kv_write(&kv, s->k, s->v, kv_dim);
-        ops->attention(s->att, s->q, &kv, &shape, s->attn_scratch, s->attn_scratch_bytes);
-        ops->matmul(s->proj, s->att, &w->wo, R, s->matmul_scratch); // (R, C)
+        if (!c->kv_lora_rank) attention_heads(e, w, &kv, R, own_kv);
+        else if (e->mla_naive) attention_mla_naive(e, w, &kv, kv_layer, caches, R, own_kv);
+        else attention_mla_absorbed(e, w, &kv, R, own_kv);
         ops->add(s->x, s->proj, (size_t)R * C);
 
         // MLP block: w2(silu(w1 x) * w3 x)

@@ -1,8 +1,21 @@
 // model.h: a Llama-style decoder: config, host weights, and the one forward pass, which runs
 // on any backend of ops.h through an Engine (the model placed on that backend).
 //
-//   tokens -> embedding -> L x [ RMSNorm -> attention (RoPE, MHA/GQA/MQA, window, sinks) -> +
-//                                RMSNorm -> SwiGLU MLP -> + ] -> RMSNorm -> output head -> logits
+//   tokens -> embedding -> L x [ RMSNorm -> attention (RoPE, MHA/GQA/MQA/MLA, CLA, window, sinks)
+//                                -> + RMSNorm -> SwiGLU MLP -> + ] -> RMSNorm -> output head -> logits
+//
+// MLA (DeepSeek-V2, kv_lora_rank = d_c > 0): keys and values come from a latent
+// c_kv = W_dkv h (d_c); per head k_C = W_uk c_kv and v = W_uv c_kv (hd each); a decoupled RoPE
+// key k_R = RoPE(W_kr h) (d_r = rope_dim) is shared by all heads; the query of a head is
+// [q_C (hd); RoPE(q_R) (d_r)] and scores are scaled by 1/sqrt(hd + d_r). The cache holds only
+// the rows [c_kv; k_R] (d_c + d_r floats per token and layer). No RMSNorm on c_kv (DeepSeek
+// has one; this lab leaves it out). Two inference paths (Engine.mla_naive): absorbed (the
+// default) folds W_uk into the query and W_uv into the output projection at engine_open, so
+// attention is MQA-like over the latent rows; naive decompresses K and V from the cache of
+// each sequence every forward, then runs ordinary attention.
+// CLA (cross-layer attention, Brandon et al. 2024, kv_share = s > 1): layer l uses the keys
+// and values of layer s * (l / s), which alone has KV weights; the cache holds ceil(L / s)
+// layers.
 //
 // engine_forward runs every mode as rows: a prefill chunk (many positions of one sequence),
 // a batched decode step (one position of each of B sequences), a full recompute (a prefill
@@ -31,17 +44,35 @@ typedef struct {
     int tied_embeddings; // output head shares the token embedding matrix
     float norm_eps;      // RMSNorm epsilon (1e-5)
     RopeConfig rope;
+    int kv_lora_rank;    // MLA's latent d_c; 0 = not MLA (n_kv_heads is then n_heads)
+    int rope_dim;        // MLA's decoupled RoPE dims d_r (even); 0 unless MLA
+    int kv_share;        // CLA: adjacent layers per set of keys and values; 1 = no sharing
 } Config;
+
+// Layers with their own keys and values (and KV weights): ceil(L / kv_share).
+static inline int config_kv_layers(const Config *c) { return (c->n_layers + c->kv_share - 1) / c->kv_share; }
+// Floats one token adds to one KV layer's cache: 2 * n_kv * hd, or MLA's d_c + d_r.
+static inline int config_kv_row(const Config *c) {
+    return c->kv_lora_rank ? c->kv_lora_rank + c->rope_dim : 2 * c->n_kv_heads * c->head_dim;
+}
+// Bytes one token adds to the whole cache (fp32): config_kv_layers * config_kv_row * 4.
+static inline size_t config_kv_bytes_per_token(const Config *c) {
+    return (size_t)config_kv_layers(c) * config_kv_row(c) * sizeof(float);
+}
 
 // The host weights: fp32, the trainer's and the checkpoint files' form.
 // All weights live in one float block, laid out in this order (llama2.c's order,
 // per kind across layers), so that trainers can mirror it for gradients and moments.
+// L_kv = config_kv_layers (L without CLA); qk = hd, or hd + d_r under MLA. The MLA tensors
+// are empty in other models and wk / wv in MLA ones, so a plain model's layout is llama2.c's.
 typedef struct {
     float *token_embedding; // (V, C)
     float *rms_att;         // (L, C)
-    float *wq;              // (L, n_heads * hd, C)
-    float *wk;              // (L, n_kv_heads * hd, C)
-    float *wv;              // (L, n_kv_heads * hd, C)
+    float *wq;              // (L, n_heads * qk, C); MLA: per head [q_C (hd); q_R (d_r)]
+    float *wk;              // (L_kv, n_kv_heads * hd, C)
+    float *wv;              // (L_kv, n_kv_heads * hd, C)
+    float *wkv_a;           // MLA (L_kv, d_c + d_r, C): [W_dkv; W_kr] (llama.cpp's attn_kv_a_mqa)
+    float *wkv_b;           // MLA (L_kv, n_heads * 2 * hd, d_c): per head [W_uk; W_uv] (attn_kv_b)
     float *wo;              // (L, C, n_heads * hd)
     float *rms_ffn;         // (L, C)
     float *w1;              // (L, H, C) gate
@@ -68,6 +99,18 @@ int config_validate(const Config *c, char *why, size_t why_len);
 // A config with Llama defaults filled in (eps 1e-5, theta 10000, no scaling, untied).
 Config config_default(void);
 
+// Widths of the weight matrices, in floats (size_t: products of unvalidated dims stay exact).
+typedef struct {
+    size_t qk;     // query / key dims of a head: hd, or hd + d_r under MLA
+    size_t q;      // n_heads * qk: wq's rows
+    size_t o;      // n_heads * hd: the attention output, wo's columns
+    size_t kv;     // n_kv * hd: wk's and wv's rows (0 under MLA)
+    size_t latent; // d_c + d_r: wkv_a's rows, a latent cache row (0 unless MLA)
+    size_t kv_b;   // n_heads * 2 * hd: wkv_b's rows (0 unless MLA)
+    size_t L_kv;   // config_kv_layers
+} ModelDims;
+ModelDims model_dims(const Config *c);
+
 // Number of floats in the weight block, and the mapping of pointers into it.
 size_t model_param_count(const Config *c);
 void weights_map(Weights *w, const Config *c, float *params);
@@ -80,20 +123,33 @@ void model_free(Model *m);
 
 // Floating-point operations of a forward pass over n_new tokens that attend to n_past
 // cached positions before them (multiply-add = 2 FLOPs): the matmuls of every layer and
-// the head, plus Q.K^T and P.V over the visible keys (window and sinks respected).
+// the head, plus Q.K^T and P.V over the visible keys (window and sinks respected). CLA
+// layers without their own keys and values skip those projections; MLA counts the absorbed
+// path (inference's default): latent queries, scores over d_c + d_r, P.V over d_c.
 // Prefill of T tokens: (T, 0); one decode step at position p: (1, p); recomputing
 // everything for position p: (p + 1, 0) with only the last row's head, see head_rows.
 double model_forward_flops(const Config *c, int n_new, int n_past, int head_rows);
+// The same with MLA's keys and values expanded from the latent once per token, the form the
+// trainer runs (queries and keys of hd + d_r, values of hd); model_forward_flops otherwise.
+double model_forward_flops_expanded(const Config *c, int n_new, int n_past, int head_rows);
 
 // ---- the model placed on a backend, and its one forward pass ---------------------------------
 
 // One layer's weights as the forward reads them: matrices as typed tensors, norm gains fp32,
 // all in the backend's memory.
+// A CLA layer without keys and values of its own has no wk / wv (or MLA kv tensors): it
+// reads those of the layer before it that has them.
 typedef struct {
     const float *rms_att, *rms_ffn; // (C)
-    Tensor wq;                      // (n_heads * hd, C)
+    Tensor wq;                      // (n_heads * qk, C)
     Tensor wk, wv;                  // (n_kv * hd, C)
     Tensor wo;                      // (C, n_heads * hd)
+    // MLA: the stored kv_a, and what engine_open folds (absorbed path) or expands (naive path)
+    Tensor wkv_a;                   // (d_c + d_r, C)
+    Tensor wq_abs;                  // (n_heads * (d_c + d_r), C): per head [W_uk^T W_qC; W_qR]
+    Tensor wo_abs;                  // (C, n_heads * d_c): per head W_o,h W_uv,h
+    Tensor k_dec;                   // (n_heads * (hd + d_r), d_c + d_r): latent row -> per head [k_C; k_R]
+    Tensor v_dec;                   // (n_heads * hd, d_c + d_r): latent row -> per head v
     Tensor w1, w3;                  // (H, C) gate, up
     Tensor w2;                      // (C, H) down
 } LayerWeights;
@@ -117,9 +173,12 @@ typedef struct {
     float *inv_freq;   // (hd / 2)
     float mscale;
     int *tokens, *pos; // (R)
-    float **keys, **values;           // (L, R): each row's cache rows of each layer
+    float **keys, **values;           // (L_kv, R): each row's cache rows of each KV layer
     int *pos_host;                    // host staging of pos
     float **keys_host, **values_host; // host staging of keys, values
+    // MLA's naive path: one sequence's decompressed keys and values, and (R) pointers at them
+    float *k_dec, *v_dec;             // (max_keys, n_heads * (hd + d_r)), (max_keys, n_heads * hd)
+    float **k_dec_rows, **v_dec_rows; // (R), every entry k_dec / v_dec
 } RunState;
 
 // A model ready to run on one backend: its weights converted to `dtype` in the backend's
@@ -140,6 +199,9 @@ typedef struct {
     struct QuantWeights *quant; // the quantised matrices run, or NULL (owned when own_quant)
     int own_quant;
     float *norms;            // owned backend copy of the norm gains, or NULL (borrowed)
+    float *mla_host;         // MLA: the folded and expanded matrices (host, owned)
+    void *mla_matrices;      // their backend copy in dtype, or NULL (the CPU reads mla_host)
+    int mla_naive;           // MLA: 0 = absorbed attention (the default), 1 = decompress K and V
     RunState s;
 } Engine;
 
@@ -155,5 +217,10 @@ size_t engine_weight_bytes(const Engine *e);
 // one sequence are consecutive and in order (a prefill chunk); a batched decode step has one
 // row per sequence. R <= max_rows, every pos[r] < max_keys and < its cache's capacity.
 // logits (host): (R, V) if all_logits, else (V) of the last row; NULL skips the head.
+// caches[r] must be made by model_kv_cache_alloc for this config.
 void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *pos, int R, float *logits,
                     int all_logits);
+
+// A cache of `capacity` positions shaped for the model: config_kv_layers layers of
+// n_kv * hd keys and values, or MLA's latent rows of d_c + d_r (values read from them).
+void model_kv_cache_alloc(KVCache *kv, const Ops *ops, const Config *c, int capacity);

@@ -32,6 +32,10 @@ int model_matrices(const Model *m, const float **host, int *rows, int *cols) {
 static int max_matrices(const Model *m) { return 7 * m->config.n_layers + 2; }
 
 void quant_weights_layout(QuantWeights *q, const Model *m, DType dtype, const DType *types) {
+    // model_matrices lists a plain model's matrices: MLA's latent projections and a CLA set's
+    // missing K/V layers are not in it.
+    if (m->config.kv_lora_rank || m->config.kv_share > 1)
+        die("quantised weights: MLA and cross-layer KV sharing models are not supported (only fp32)");
     memset(q, 0, sizeof *q);
     int cap = max_matrices(m), *rows = mallocCheck(cap * sizeof(int)), *cols = mallocCheck(cap * sizeof(int));
     q->dtype = dtype;

@@ -9,7 +9,7 @@ void session_open(Session *s, Engine *e, int capacity) {
     if (capacity > e->s.max_keys)
         die("session of %d positions on an engine sized for %d", capacity, e->s.max_keys);
     s->engine = e;
-    kv_cache_alloc(&s->cache, e->ops, c->n_layers, c->n_kv_heads, c->head_dim, capacity);
+    model_kv_cache_alloc(&s->cache, e->ops, c, capacity);
     s->logits = mallocCheck((size_t)c->vocab_size * sizeof(float));
 }
 

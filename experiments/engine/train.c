@@ -170,19 +170,27 @@ void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, con
     free(partial);
 }
 
-// Rotate every row by its position; sign -1 rotates back (the transpose of the rotation).
-static void rope_rows(float *x, int N, int T, int n_heads, int hd, const float *inv_freq, float mscale, int sign) {
+// Rotate the last rot_dim dims of every head of every row by its position (rot_dim = hd: the
+// whole head; MLA: its decoupled RoPE part); sign -1 rotates back (the transpose).
+static void rope_rows(float *x, int N, int T, int n_heads, int hd, int rot_dim, const float *inv_freq, float mscale,
+                      int sign) {
     #pragma omp parallel for schedule(static) if ((size_t)N * n_heads * hd >= PARALLEL_MIN_ELEMS)
-    for (int r = 0; r < N; r++) rope_rotate(x + (size_t)r * n_heads * hd, n_heads, hd, sign * (r % T), inv_freq, mscale);
+    for (int r = 0; r < N; r++) {
+        float *row = x + (size_t)r * n_heads * hd;
+        if (rot_dim == hd) rope_rotate(row, n_heads, hd, sign * (r % T), inv_freq, mscale);
+        else
+            for (int h = 0; h < n_heads; h++)
+                rope_rotate(row + (size_t)h * hd + hd - rot_dim, 1, rot_dim, sign * (r % T), inv_freq, mscale);
+    }
 }
 
 void rope_forward(float *x, int N, int T, int n_heads, int hd, const float *inv_freq, float mscale) {
-    rope_rows(x, N, T, n_heads, hd, inv_freq, mscale, 1);
+    rope_rows(x, N, T, n_heads, hd, hd, inv_freq, mscale, 1);
 }
 
 // y = mscale * R(p) x, so dx = mscale * R(p)^T dy = mscale * R(-p) dy.
 void rope_backward(float *dx, int N, int T, int n_heads, int hd, const float *inv_freq, float mscale) {
-    rope_rows(dx, N, T, n_heads, hd, inv_freq, mscale, -1);
+    rope_rows(dx, N, T, n_heads, hd, hd, inv_freq, mscale, -1);
 }
 
 void swiglu_backward(float *d_gate, float *d_up, const float *d_out, const float *gate, const float *up,
@@ -204,16 +212,16 @@ void swiglu_backward(float *d_gate, float *d_up, const float *d_out, const float
 
 void attention_forward(float *out, float *probs, const float *q, const float *k, const float *v, int B,
                        int T, const AttentionShape *s) {
-    int hd = s->head_dim, nh = s->n_heads, group = s->n_heads / s->n_kv_heads;
-    int qs = nh * hd, ks = s->n_kv_heads * hd;
+    int hd = s->head_dim, vd = attention_value_dim(s), nh = s->n_heads, group = s->n_heads / s->n_kv_heads;
+    int qs = nh * hd, ks = s->n_kv_heads * hd, vs = s->n_kv_heads * vd, os = nh * vd;
     #pragma omp parallel for collapse(2) schedule(dynamic, 1) if ((double)B * nh * T * T * hd >= PARALLEL_MIN_MACS)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < nh; h++) {
             const float *qh = q + (size_t)b * T * qs + h * hd;                // (T, hd) stride qs
             const float *kh = k + (size_t)b * T * ks + (h / group) * hd;      // (T, hd) stride ks
-            const float *vh = v + (size_t)b * T * ks + (h / group) * hd;
+            const float *vh = v + (size_t)b * T * vs + (h / group) * vd;      // (T, vd) stride vs
             float *p = probs + ((size_t)b * nh + h) * T * T;                  // (T, T)
-            float *oh = out + (size_t)b * T * qs + h * hd;
+            float *oh = out + (size_t)b * T * os + h * vd;
             for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
                 int rows = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK, keys = i0 + rows;
                 float *pb = p + (size_t)i0 * T;
@@ -227,9 +235,9 @@ void attention_forward(float *out, float *probs, const float *q, const float *k,
                     softmax_rows(row, 1, i + 1); // hidden keys get exactly 0
                     memset(row + i + 1, 0, (size_t)(T - i - 1) * sizeof(float));
                 }
-                // out (rows, hd) = P[i0 .., 0 .. keys) V[0 .. keys)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, keys, 1.0f, pb, T, vh, ks, 0.0f,
-                            oh + (size_t)i0 * qs, qs);
+                // out (rows, vd) = P[i0 .., 0 .. keys) V[0 .. keys)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, vd, keys, 1.0f, pb, T, vh, vs, 0.0f,
+                            oh + (size_t)i0 * os, os);
             }
         }
     }
@@ -242,30 +250,30 @@ void attention_forward(float *out, float *probs, const float *q, const float *k,
 void attention_backward(float *dq, float *dk, float *dv, const float *d_out, const float *probs,
                         const float *q, const float *k, const float *v, int B, int T,
                         const AttentionShape *s) {
-    int hd = s->head_dim, nh = s->n_heads, nkv = s->n_kv_heads, group = nh / nkv;
-    int qs = nh * hd, ks = nkv * hd;
+    int hd = s->head_dim, vd = attention_value_dim(s), nh = s->n_heads, nkv = s->n_kv_heads, group = nh / nkv;
+    int qs = nh * hd, ks = nkv * hd, vs = nkv * vd, os = nh * vd;
     #pragma omp parallel if ((double)B * nh * T * T * hd >= PARALLEL_MIN_MACS)
     {
         float *ds = mallocCheck((size_t)T * T * sizeof(float)); // (T, T) dP, then dS
         #pragma omp for collapse(2) schedule(dynamic, 1)
         for (int b = 0; b < B; b++) {
             for (int g = 0; g < nkv; g++) {
-                const float *kg = k + (size_t)b * T * ks + g * hd, *vg = v + (size_t)b * T * ks + g * hd;
-                float *dkg = dk + (size_t)b * T * ks + g * hd, *dvg = dv + (size_t)b * T * ks + g * hd;
+                const float *kg = k + (size_t)b * T * ks + g * hd, *vg = v + (size_t)b * T * vs + g * vd;
+                float *dkg = dk + (size_t)b * T * ks + g * hd, *dvg = dv + (size_t)b * T * vs + g * vd;
                 for (int j = 0; j < T; j++) {
                     memset(dkg + (size_t)j * ks, 0, hd * sizeof(float));
-                    memset(dvg + (size_t)j * ks, 0, hd * sizeof(float));
+                    memset(dvg + (size_t)j * vs, 0, vd * sizeof(float));
                 }
                 for (int h = g * group; h < (g + 1) * group; h++) {
                     const float *p = probs + ((size_t)b * nh + h) * T * T;
-                    const float *qh = q + (size_t)b * T * qs + h * hd, *doh = d_out + (size_t)b * T * qs + h * hd;
+                    const float *qh = q + (size_t)b * T * qs + h * hd, *doh = d_out + (size_t)b * T * os + h * vd;
                     float *dqh = dq + (size_t)b * T * qs + h * hd;
                     for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
                         int rows = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK, keys = i0 + rows;
-                        const float *pb = p + (size_t)i0 * T, *dob = doh + (size_t)i0 * qs, *qb = qh + (size_t)i0 * qs;
+                        const float *pb = p + (size_t)i0 * T, *dob = doh + (size_t)i0 * os, *qb = qh + (size_t)i0 * qs;
                         float *dsb = ds + (size_t)i0 * T;
                         // dP (rows, keys) = dO V^T
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, hd, 1.0f, dob, qs, vg, ks,
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, vd, 1.0f, dob, os, vg, vs,
                                     0.0f, dsb, T);
                         for (int i = 0; i < rows; i++) {
                             const float *pr = pb + (size_t)i * T;
@@ -278,8 +286,8 @@ void attention_backward(float *dq, float *dk, float *dv, const float *d_out, con
                                     0.0f, dqh + (size_t)i0 * qs, qs);
                         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, hd, rows, 1.0f, dsb, T, qb, qs,
                                     1.0f, dkg, ks);
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, hd, rows, 1.0f, pb, T, dob, qs,
-                                    1.0f, dvg, ks);
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, vd, rows, 1.0f, pb, T, dob, os,
+                                    1.0f, dvg, vs);
                     }
                 }
             }
@@ -328,19 +336,26 @@ void crossentropy_backward(float *probs, const int *targets, const float *weight
 
 static float *alloc_floats(size_t n) { return mallocCheck(n * sizeof(float)); }
 
+// Widths of the saved keys and values: the attention's (MLA: decompressed, every head's
+// [k_C; k_R] and v), one set per KV layer.
+static int key_width(const Config *c) { ModelDims d = model_dims(c); return c->kv_lora_rank ? d.q : d.kv; }
+static int value_width(const Config *c) { ModelDims d = model_dims(c); return c->kv_lora_rank ? d.o : d.kv; }
+
 static void activations_alloc(Activations *a, const Config *c, int max_rows, int B, int T) {
     size_t N = max_rows, L = c->n_layers, C = c->dim, H = c->hidden_dim, V = c->vocab_size;
-    size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    ModelDims d = model_dims(c);
+    size_t Lkv = d.L_kv, qd = d.q, od = d.o, kd = key_width(c), vd = value_width(c);
     memset(a, 0, sizeof *a);
     a->max_rows = max_rows;
     a->resid = alloc_floats((L + 1) * N * C);
     a->resid_mid = alloc_floats(L * N * C);
     a->xn_att = alloc_floats(L * N * C);
     a->q = alloc_floats(L * N * qd);
-    a->k = alloc_floats(L * N * kvd);
-    a->v = alloc_floats(L * N * kvd);
+    a->k = alloc_floats(Lkv * N * kd);
+    a->v = alloc_floats(Lkv * N * vd);
+    a->kv_latent = alloc_floats(Lkv * N * d.latent);
     a->probs = alloc_floats(L * (size_t)B * c->n_heads * T * T);
-    a->att = alloc_floats(L * N * qd);
+    a->att = alloc_floats(L * N * od);
     a->xn_ffn = alloc_floats(L * N * C);
     a->gate = alloc_floats(L * N * H);
     a->up = alloc_floats(L * N * H);
@@ -353,17 +368,22 @@ static void activations_alloc(Activations *a, const Config *c, int max_rows, int
     a->d_resid = alloc_floats(N * C);
     a->d_xn = alloc_floats(N * C);
     a->d_q = alloc_floats(N * qd);
-    a->d_k = alloc_floats(N * kvd);
-    a->d_v = alloc_floats(N * kvd);
-    a->d_att = alloc_floats(N * qd);
+    a->d_k = alloc_floats(N * kd);
+    a->d_v = alloc_floats(N * vd);
+    a->d_k_part = alloc_floats(c->kv_share > 1 ? N * kd : 0);
+    a->d_v_part = alloc_floats(c->kv_share > 1 ? N * vd : 0);
+    a->kv_b = alloc_floats(N * d.kv_b);
+    a->d_latent = alloc_floats(N * d.latent);
+    a->d_att = alloc_floats(N * od);
     a->d_gate = alloc_floats(N * H);
     a->d_up = alloc_floats(N * H);
 }
 
 static void activations_free(Activations *a) {
-    void *bufs[] = {a->resid, a->resid_mid, a->xn_att, a->q, a->k, a->v, a->probs, a->att, a->xn_ffn,
-                    a->gate, a->up, a->act, a->xn_final, a->logits, a->row_loss, a->inputs, a->targets,
-                    a->d_resid, a->d_xn, a->d_q, a->d_k, a->d_v, a->d_att, a->d_gate, a->d_up};
+    void *bufs[] = {a->resid, a->resid_mid, a->xn_att, a->q, a->k, a->v, a->kv_latent, a->probs, a->att,
+                    a->xn_ffn, a->gate, a->up, a->act, a->xn_final, a->logits, a->row_loss, a->inputs,
+                    a->targets, a->d_resid, a->d_xn, a->d_q, a->d_k, a->d_v, a->d_k_part, a->d_v_part,
+                    a->kv_b, a->d_latent, a->d_att, a->d_gate, a->d_up};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     memset(a, 0, sizeof *a);
 }
@@ -385,8 +405,9 @@ void trainer_init(Trainer *t, const Config *c, const TrainConfig *tc) {
     t->adam_m = callocCheck(n, sizeof(float));
     t->adam_v = callocCheck(n, sizeof(float));
     activations_alloc(&t->acts, c, tc->batch_size * tc->seq_len, tc->batch_size, tc->seq_len);
-    t->inv_freq = alloc_floats((size_t)c->head_dim / 2);
-    t->mscale = rope_frequencies(t->inv_freq, c->head_dim, &c->rope);
+    int rot = c->kv_lora_rank ? c->rope_dim : c->head_dim; // the dims RoPE turns per head
+    t->inv_freq = alloc_floats((size_t)rot / 2);
+    t->mscale = rope_frequencies(t->inv_freq, rot, &c->rope);
 }
 
 void trainer_free(Trainer *t) {
@@ -405,14 +426,98 @@ static void add_inplace(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
+// The attention the trainer runs: MHA / GQA / MQA, or MLA's naive form (every head's
+// decompressed keys [k_C; k_R] of hd + d_r dims and values of hd), which the engine's absorbed
+// path equals.
 static AttentionShape attention_shape(const Config *c) {
-    AttentionShape s = {c->n_heads, c->n_kv_heads, c->head_dim, c->window, c->n_sink,
-                        1.0f / sqrtf((float)c->head_dim)};
+    int qk = c->head_dim + c->rope_dim;
+    AttentionShape s = {c->n_heads, c->n_kv_heads, qk, c->window, c->n_sink, 1.0f / sqrtf((float)qk),
+                        .value_dim = c->head_dim};
     return s;
 }
 
 // Per-layer slices of the activation buffers (each holds max_rows rows per layer).
 #define LAYER(buf, l, width) ((buf) + (size_t)(l) * a->max_rows * (width))
+
+// RoPE of rows whose heads are qk wide: MLA turns the last d_r dims, other models all of them.
+static void rope_heads(const Trainer *t, float *x, int N, int T, int n_heads, int width, int sign) {
+    const Config *c = &t->model.config;
+    rope_rows(x, N, T, n_heads, width, c->kv_lora_rank ? c->rope_dim : width, t->inv_freq, t->mscale, sign);
+}
+
+// The keys and values of KV layer g from the normed input xa (N, C) of its first layer.
+// MLA: latent rows [c_kv; RoPE(k_R)] = RoPE(W_kv_a xa) (saved), W_kv_b c_kv per head
+// [k_C; v], and the keys [k_C; k_R] / values every head attends with.
+static void keys_forward(Trainer *t, int g, const float *xa, int N, int T) {
+    const Config *c = &t->model.config;
+    const Weights *w = &t->model.weights;
+    Activations *a = &t->acts;
+    ModelDims d = model_dims(c);
+    int C = c->dim, kd = key_width(c), vd = value_width(c);
+    float *k = LAYER(a->k, g, kd), *v = LAYER(a->v, g, vd);
+    if (!c->kv_lora_rank) {
+        matmul(k, xa, w->wk + (size_t)g * d.kv * C, N, C, d.kv); // (N, n_kv * hd)
+        matmul(v, xa, w->wv + (size_t)g * d.kv * C, N, C, d.kv);
+        rope_forward(k, N, T, c->n_kv_heads, c->head_dim, t->inv_freq, t->mscale);
+        return;
+    }
+    int nh = c->n_heads, hd = c->head_dim, dc = c->kv_lora_rank, dr = c->rope_dim, qk = d.qk, lat = d.latent;
+    float *latent = LAYER(a->kv_latent, g, lat);
+    matmul(latent, xa, w->wkv_a + (size_t)g * lat * C, N, C, lat); // (N, d_c + d_r)
+    rope_rows(latent, N, T, 1, lat, dr, t->inv_freq, t->mscale, 1);
+    // kv_b (N, n_heads * 2 hd) = c_kv (the first d_c of each latent row) @ W_kv_b^T
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, d.kv_b, dc, 1.0f, latent, lat,
+                w->wkv_b + (size_t)g * d.kv_b * dc, dc, 0.0f, a->kv_b, d.kv_b);
+    #pragma omp parallel for schedule(static) if ((size_t)N * d.kv_b >= PARALLEL_MIN_ELEMS)
+    for (int r = 0; r < N; r++)
+        for (int h = 0; h < nh; h++) {
+            const float *kc = a->kv_b + (size_t)r * d.kv_b + (size_t)h * 2 * hd;
+            float *kr = k + (size_t)r * kd + (size_t)h * qk;
+            memcpy(kr, kc, hd * sizeof(float));
+            memcpy(kr + hd, latent + (size_t)r * lat + dc, dr * sizeof(float));
+            memcpy(v + (size_t)r * vd + (size_t)h * hd, kc + hd, hd * sizeof(float));
+        }
+}
+
+// Backward of keys_forward: d_k, d_v (N, widths) hold d keys and d values of KV layer g (all
+// its layers' together); adds to d_xn and the KV weights' gradients. d_k is overwritten.
+static void keys_backward(Trainer *t, int g, const float *xa, int N, int T) {
+    const Config *c = &t->model.config;
+    const Weights *w = &t->model.weights, *gr = &t->grad;
+    Activations *a = &t->acts;
+    ModelDims d = model_dims(c);
+    int C = c->dim, kd = key_width(c), vd = value_width(c);
+    if (!c->kv_lora_rank) {
+        rope_backward(a->d_k, N, T, c->n_kv_heads, c->head_dim, t->inv_freq, t->mscale);
+        size_t at = (size_t)g * d.kv * C;
+        matmul_backward(a->d_xn, gr->wk + at, a->d_k, xa, w->wk + at, N, C, d.kv);
+        matmul_backward(a->d_xn, gr->wv + at, a->d_v, xa, w->wv + at, N, C, d.kv);
+        return;
+    }
+    int nh = c->n_heads, hd = c->head_dim, dc = c->kv_lora_rank, dr = c->rope_dim, qk = d.qk, lat = d.latent;
+    const float *latent = LAYER(a->kv_latent, g, lat), *wkv_b = w->wkv_b + (size_t)g * d.kv_b * dc;
+    // d kv_b per head [d k_C; d v]; d k_R sums over the heads that share it
+    #pragma omp parallel for schedule(static) if ((size_t)N * d.kv_b >= PARALLEL_MIN_ELEMS)
+    for (int r = 0; r < N; r++) {
+        float *dl = a->d_latent + (size_t)r * lat;
+        memset(dl + dc, 0, dr * sizeof(float));
+        for (int h = 0; h < nh; h++) {
+            const float *dk = a->d_k + (size_t)r * kd + (size_t)h * qk;
+            float *db = a->kv_b + (size_t)r * d.kv_b + (size_t)h * 2 * hd;
+            memcpy(db, dk, hd * sizeof(float));
+            memcpy(db + hd, a->d_v + (size_t)r * vd + (size_t)h * hd, hd * sizeof(float));
+            for (int j = 0; j < dr; j++) dl[dc + j] += dk[hd + j];
+        }
+    }
+    // d c_kv (N, d_c) = d kv_b @ W_kv_b; d W_kv_b += d kv_b^T c_kv
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, dc, d.kv_b, 1.0f, a->kv_b, d.kv_b, wkv_b, dc, 0.0f,
+                a->d_latent, lat);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d.kv_b, dc, N, 1.0f, a->kv_b, d.kv_b, latent, lat, 1.0f,
+                gr->wkv_b + (size_t)g * d.kv_b * dc, dc);
+    rope_rows(a->d_latent, N, T, 1, lat, dr, t->inv_freq, t->mscale, -1);
+    size_t at = (size_t)g * lat * C;
+    matmul_backward(a->d_xn, gr->wkv_a + at, a->d_latent, xa, w->wkv_a + at, N, C, lat);
+}
 
 double trainer_forward(Trainer *t, const int *inputs, const int *targets, int B, int T) {
     const Config *c = &t->model.config;
@@ -420,8 +525,9 @@ double trainer_forward(Trainer *t, const int *inputs, const int *targets, int B,
     Activations *a = &t->acts;
     if (B * T > a->max_rows || T > t->tc.seq_len || B < 1 || T < 1)
         die("trainer_forward: batch %d x %d exceeds the trainer's %d x %d", B, T, t->tc.batch_size, t->tc.seq_len);
+    ModelDims d = model_dims(c);
     int N = B * T, C = c->dim, H = c->hidden_dim, V = c->vocab_size;
-    int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
+    int qd = d.q, od = d.o, kd = key_width(c), vd = value_width(c);
     size_t probs_per_layer = (size_t)B * c->n_heads * T * T;
     AttentionShape shape = attention_shape(c);
     a->B = B;
@@ -432,20 +538,19 @@ double trainer_forward(Trainer *t, const int *inputs, const int *targets, int B,
         memcpy(a->resid + (size_t)r * C, w->token_embedding + (size_t)inputs[r] * C, C * sizeof(float));
     }
     for (int l = 0; l < c->n_layers; l++) {
+        int g = l / c->kv_share; // the KV layer it reads (CLA: its set's first layer computes it)
         float *x = LAYER(a->resid, l, C), *mid = LAYER(a->resid_mid, l, C), *out = LAYER(a->resid, l + 1, C);
-        float *xa = LAYER(a->xn_att, l, C), *q = LAYER(a->q, l, qd), *k = LAYER(a->k, l, kvd);
-        float *v = LAYER(a->v, l, kvd), *att = LAYER(a->att, l, qd), *xf = LAYER(a->xn_ffn, l, C);
+        float *xa = LAYER(a->xn_att, l, C), *q = LAYER(a->q, l, qd), *k = LAYER(a->k, g, kd);
+        float *v = LAYER(a->v, g, vd), *att = LAYER(a->att, l, od), *xf = LAYER(a->xn_ffn, l, C);
         float *gate = LAYER(a->gate, l, H), *up = LAYER(a->up, l, H), *act = LAYER(a->act, l, H);
         float *probs = a->probs + l * probs_per_layer;
 
         rmsnorm(xa, x, w->rms_att + (size_t)l * C, N, C, c->norm_eps);
-        matmul(q, xa, w->wq + (size_t)l * qd * C, N, C, qd);   // (N, n_heads * hd)
-        matmul(k, xa, w->wk + (size_t)l * kvd * C, N, C, kvd); // (N, n_kv * hd)
-        matmul(v, xa, w->wv + (size_t)l * kvd * C, N, C, kvd);
-        rope_forward(q, N, T, c->n_heads, c->head_dim, t->inv_freq, t->mscale);
-        rope_forward(k, N, T, c->n_kv_heads, c->head_dim, t->inv_freq, t->mscale);
+        matmul(q, xa, w->wq + (size_t)l * qd * C, N, C, qd); // (N, n_heads * qk)
+        rope_heads(t, q, N, T, c->n_heads, d.qk, 1);
+        if (l % c->kv_share == 0) keys_forward(t, g, xa, N, T);
         attention_forward(att, probs, q, k, v, B, T, &shape);
-        matmul(mid, att, w->wo + (size_t)l * C * qd, N, qd, C);
+        matmul(mid, att, w->wo + (size_t)l * C * od, N, od, C);
         add_inplace(mid, x, (size_t)N * C);
 
         rmsnorm(xf, mid, w->rms_ffn + (size_t)l * C, N, C, c->norm_eps);
@@ -472,8 +577,9 @@ void trainer_backward(Trainer *t, const float *weights, float scale) {
     const Weights *w = &t->model.weights;
     const Weights *g = &t->grad;
     Activations *a = &t->acts;
+    ModelDims d = model_dims(c);
     int B = a->B, T = a->T, N = B * T, C = c->dim, H = c->hidden_dim, V = c->vocab_size;
-    int qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim, hd = c->head_dim;
+    int qd = d.q, od = d.o, kd = key_width(c), vd = value_width(c), L = c->n_layers;
     size_t probs_per_layer = (size_t)B * c->n_heads * T * T;
     size_t NC = (size_t)N * C;
     AttentionShape shape = attention_shape(c);
@@ -485,10 +591,11 @@ void trainer_backward(Trainer *t, const float *weights, float scale) {
     rmsnorm_backward(a->d_resid, g->rms_final, a->d_xn, LAYER(a->resid, c->n_layers, C), w->rms_final, N, C,
                      c->norm_eps);
 
-    for (int l = c->n_layers - 1; l >= 0; l--) {
+    for (int l = L - 1; l >= 0; l--) {
+        int kv_layer = l / c->kv_share;
         float *x = LAYER(a->resid, l, C), *mid = LAYER(a->resid_mid, l, C);
-        float *xa = LAYER(a->xn_att, l, C), *q = LAYER(a->q, l, qd), *k = LAYER(a->k, l, kvd);
-        float *v = LAYER(a->v, l, kvd), *att = LAYER(a->att, l, qd), *xf = LAYER(a->xn_ffn, l, C);
+        float *xa = LAYER(a->xn_att, l, C), *q = LAYER(a->q, l, qd), *k = LAYER(a->k, kv_layer, kd);
+        float *v = LAYER(a->v, kv_layer, vd), *att = LAYER(a->att, l, od), *xf = LAYER(a->xn_ffn, l, C);
         float *gate = LAYER(a->gate, l, H), *up = LAYER(a->up, l, H), *act = LAYER(a->act, l, H);
         float *probs = a->probs + l * probs_per_layer;
 
@@ -502,24 +609,30 @@ void trainer_backward(Trainer *t, const float *weights, float scale) {
         rmsnorm_backward(a->d_resid, g->rms_ffn + (size_t)l * C, a->d_xn, mid, w->rms_ffn + (size_t)l * C, N, C,
                          c->norm_eps); // d_resid: d mid
 
-        // attention block: mid = x + wo(attention(rope(wq xa), rope(wk xa), wv xa))
-        memset(a->d_att, 0, (size_t)N * qd * sizeof(float));
-        matmul_backward(a->d_att, g->wo + (size_t)l * C * qd, a->d_resid, att, w->wo + (size_t)l * C * qd, N, qd, C);
-        attention_backward(a->d_q, a->d_k, a->d_v, a->d_att, probs, q, k, v, B, T, &shape);
-        rope_backward(a->d_q, N, T, c->n_heads, hd, t->inv_freq, t->mscale);
-        rope_backward(a->d_k, N, T, c->n_kv_heads, hd, t->inv_freq, t->mscale);
+        // attention block: mid = x + wo(attention(rope(wq xa), keys, values)). The layers of a
+        // CLA set share keys and values: the last (visited first) starts their gradients in
+        // d_k, d_v, the others add theirs, and the first backpropagates them through the KV weights.
+        int last_of_set = l == L - 1 || (l + 1) % c->kv_share == 0;
+        float *dk = last_of_set ? a->d_k : a->d_k_part, *dv = last_of_set ? a->d_v : a->d_v_part;
+        memset(a->d_att, 0, (size_t)N * od * sizeof(float));
+        matmul_backward(a->d_att, g->wo + (size_t)l * C * od, a->d_resid, att, w->wo + (size_t)l * C * od, N, od, C);
+        attention_backward(a->d_q, dk, dv, a->d_att, probs, q, k, v, B, T, &shape);
+        if (!last_of_set) {
+            add_inplace(a->d_k, dk, (size_t)N * kd);
+            add_inplace(a->d_v, dv, (size_t)N * vd);
+        }
+        rope_heads(t, a->d_q, N, T, c->n_heads, d.qk, -1);
         memset(a->d_xn, 0, NC * sizeof(float));
         matmul_backward(a->d_xn, g->wq + (size_t)l * qd * C, a->d_q, xa, w->wq + (size_t)l * qd * C, N, C, qd);
-        matmul_backward(a->d_xn, g->wk + (size_t)l * kvd * C, a->d_k, xa, w->wk + (size_t)l * kvd * C, N, C, kvd);
-        matmul_backward(a->d_xn, g->wv + (size_t)l * kvd * C, a->d_v, xa, w->wv + (size_t)l * kvd * C, N, C, kvd);
+        if (l % c->kv_share == 0) keys_backward(t, kv_layer, xa, N, T);
         rmsnorm_backward(a->d_resid, g->rms_att + (size_t)l * C, a->d_xn, x, w->rms_att + (size_t)l * C, N, C,
                          c->norm_eps); // d_resid: d x
     }
     // Rows with the same token add to one embedding row: kept serial, so no races.
     for (int r = 0; r < N; r++) {
         float *row = g->token_embedding + (size_t)a->inputs[r] * C;
-        const float *d = a->d_resid + (size_t)r * C;
-        for (int i = 0; i < C; i++) row[i] += d[i];
+        const float *dd = a->d_resid + (size_t)r * C;
+        for (int i = 0; i < C; i++) row[i] += dd[i];
     }
 }
 
@@ -778,7 +891,7 @@ void train_prefix_matching(Trainer *t, int bos, int n_seqs, uint64_t seed, doubl
     free(tokens);
 }
 
-double train_flops(const Config *c, int B, int T) { return 3.0 * B * model_forward_flops(c, T, 0, T); }
+double train_flops(const Config *c, int B, int T) { return 3.0 * B * model_forward_flops_expanded(c, T, 0, T); }
 
 // --- checkpoints -------------------------------------------------------------------------
 

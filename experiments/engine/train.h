@@ -11,6 +11,9 @@
 //
 // The forward computes what model_forward_full computes (same kernels for norms, matmuls,
 // RoPE, SwiGLU; attention written out so that its probabilities are kept for the backward).
+// MLA trains in its naive form (keys and values decompressed from the latent per head, which
+// the engine's absorbed path equals); CLA layers share their set's first layer's keys and
+// values, and their gradients add up there.
 // Gradients, and the two AdamW moments, live in float blocks laid out like Model.params,
 // mapped with weights_map; a tied head's gradient therefore lands on the embedding's.
 // Matmuls (forward and backward, attention included) go through OpenBLAS sgemm; everything
@@ -103,15 +106,19 @@ typedef struct {
 } TrainLogRow;
 
 // Activations of one forward pass over B x T tokens (N = B * T rows), kept for the backward.
+// qk = hd (MLA: hd + d_r); keys and values are kept per KV layer (L_kv = config_kv_layers): MLA's
+// as the attention reads them, decompressed: kw = n_heads * qk and vw = n_heads * hd (else
+// kw = vw = n_kv * hd).
 typedef struct {
     int max_rows;     // rows allocated per layer: tc.batch_size * tc.seq_len
     int B, T;         // of the last forward
     float *resid;     // (L + 1, N, C) residual stream entering each layer, and the last
     float *resid_mid; // (L, N, C) after the attention block
     float *xn_att;    // (L, N, C) rmsnorm(resid)
-    float *q;         // (L, N, n_heads * hd) after RoPE
-    float *k;         // (L, N, n_kv * hd) after RoPE
-    float *v;         // (L, N, n_kv * hd)
+    float *q;         // (L, N, n_heads * qk) after RoPE (MLA: per head [q_C; RoPE(q_R)])
+    float *k;         // (L_kv, N, kw) after RoPE (MLA: per head [k_C; RoPE(k_R)])
+    float *v;         // (L_kv, N, vw)
+    float *kv_latent; // MLA (L_kv, N, d_c + d_r): [c_kv; RoPE(k_R)], what the engine caches
     float *probs;     // (L, B, n_heads, T, T) attention probabilities (0 where not visible)
     float *att;       // (L, N, n_heads * hd) attention output
     float *xn_ffn;    // (L, N, C)
@@ -125,6 +132,9 @@ typedef struct {
     int *targets;     // (N)
     // backward scratch
     float *d_resid, *d_xn, *d_q, *d_k, *d_v, *d_att, *d_gate, *d_up; // (N, width)
+    float *d_k_part, *d_v_part; // CLA (N, kw), (N, vw): one layer's share of a set's d keys, d values
+    float *kv_b;                // MLA (N, n_heads * 2 hd): W_kv_b c_kv, then its gradient
+    float *d_latent;            // MLA (N, d_c + d_r)
 } Activations;
 
 typedef struct {
@@ -175,7 +185,8 @@ void rope_backward(float *dx, int N, int T, int n_heads, int hd, const float *in
 void swiglu_backward(float *d_gate, float *d_up, const float *d_out, const float *gate, const float *up,
                      size_t n);
 // Causal attention of B sequences of T positions, masked by attention_visible.
-// q (B*T, nh*hd), k and v (B*T, nkv*hd), out (B*T, nh*hd), probs (B, nh, T, T).
+// q (B*T, nh*hd), k (B*T, nkv*hd), v (B*T, nkv*vd), out (B*T, nh*vd), probs (B, nh, T, T);
+// vd = attention_value_dim (the shape's strides are not used: rows are contiguous).
 void attention_forward(float *out, float *probs, const float *q, const float *k, const float *v, int B,
                        int T, const AttentionShape *s);
 // dq, dk, dv are overwritten.
@@ -250,7 +261,7 @@ int train_passkey_score(Trainer *t, const Tokenizer *tok, const int *filler, siz
 void train_prefix_matching(Trainer *t, int bos, int n_seqs, uint64_t seed, double *best);
 
 // Floating-point operations of training on B sequences of T tokens (forward + backward =
-// 3 x forward).
+// 3 x forward, MLA in the trainer's expanded form: model_forward_flops_expanded).
 double train_flops(const Config *c, int B, int T);
 
 // --- checkpoints: weights, moments, step and log, keyed so a stale one is refused ---

@@ -44,12 +44,14 @@ static const TrainPhase RETRIEVAL_THEN_TEXT[] = {
 };
 
 // One row of a profile's table. head_dim = dim / heads; hidden = 8/3 dim rounded up to 16.
+// MLA rows set kv_lora_rank and rope_dim (0 = not MLA), CLA rows kv_share (1 = no sharing).
 typedef struct {
     const char *name, *role, *attention;
     int dim, layers, heads, kv_heads;
     int batch, steps, warmup;
     float lr;
     Schedule schedule;
+    int kv_lora_rank, rope_dim, kv_share;
 } ZooEntry;
 
 typedef struct {
@@ -59,24 +61,34 @@ typedef struct {
     int n_entries;
 } Profile;
 
+// name, role, attention, dim, layers, heads, kv heads, batch, steps, warmup, lr, schedule,
+// kv_lora_rank (d_c), rope_dim (d_r), kv_share. The attention variants: MLA has d_c = 4 hd and
+// d_r = hd / 2 (DeepSeek-V2's ratios); GQA + CLA is attn-gqa with each pair of layers sharing
+// keys and values (3 layers: sets {0, 1}, {2}). Parameters (tied embeddings): quick MHA 80112,
+// GQA 75504, MQA 73200, MLA 87600 (d_c = 48 = dim here, so its projections outgrow MHA's),
+// GQA + CLA 73200; full MHA 865152, GQA 791424, MQA 779136, MLA 868224, GQA + CLA 783232.
 static const ZooEntry QUICK[] = {
-    {"target",   "target",    "gqa", 64, 2, 4, 2, 8, 120, 6, 3e-3f, SCHEDULE(RETRIEVAL_QUICK)},
-    {"draft-xs", "draft",     "mha", 16, 1, 2, 2, 8, 40, 2, 3e-3f, SCHEDULE(TEXT)},
-    {"draft-s",  "draft",     "mha", 32, 1, 2, 2, 8, 80, 4, 3e-3f, SCHEDULE(TEXT)},
-    {"draft-m",  "draft",     "gqa", 48, 2, 4, 2, 8, 100, 5, 3e-3f, SCHEDULE(TEXT)},
-    {"attn-mha", "attention", "mha", 48, 2, 4, 4, 8, 80, 4, 3e-3f, SCHEDULE(RETRIEVAL_QUICK)},
-    {"attn-gqa", "attention", "gqa", 48, 2, 4, 2, 8, 80, 4, 3e-3f, SCHEDULE(RETRIEVAL_QUICK)},
-    {"attn-mqa", "attention", "mqa", 48, 2, 4, 1, 8, 80, 4, 3e-3f, SCHEDULE(RETRIEVAL_QUICK)},
+    {"target",   "target",    "gqa", 64, 2, 4, 2, 8, 120, 6, 3e-3f, SCHEDULE(RETRIEVAL_QUICK), 0, 0, 1},
+    {"draft-xs", "draft",     "mha", 16, 1, 2, 2, 8, 40, 2, 3e-3f, SCHEDULE(TEXT), 0, 0, 1},
+    {"draft-s",  "draft",     "mha", 32, 1, 2, 2, 8, 80, 4, 3e-3f, SCHEDULE(TEXT), 0, 0, 1},
+    {"draft-m",  "draft",     "gqa", 48, 2, 4, 2, 8, 100, 5, 3e-3f, SCHEDULE(TEXT), 0, 0, 1},
+    {"attn-mha", "attention", "mha", 48, 2, 4, 4, 8, 80, 4, 3e-3f, SCHEDULE(RETRIEVAL_QUICK), 0, 0, 1},
+    {"attn-gqa", "attention", "gqa", 48, 2, 4, 2, 8, 80, 4, 3e-3f, SCHEDULE(RETRIEVAL_QUICK), 0, 0, 1},
+    {"attn-mqa", "attention", "mqa", 48, 2, 4, 1, 8, 80, 4, 3e-3f, SCHEDULE(RETRIEVAL_QUICK), 0, 0, 1},
+    {"attn-mla", "attention", "mla", 48, 2, 4, 4, 8, 80, 4, 3e-3f, SCHEDULE(RETRIEVAL_QUICK), 48, 6, 1},
+    {"attn-gqa-cla", "attention", "gqa+cla", 48, 2, 4, 2, 8, 80, 4, 3e-3f, SCHEDULE(RETRIEVAL_QUICK), 0, 0, 2},
 };
 
 static const ZooEntry FULL[] = {
-    {"target",   "target",    "gqa", 192, 4, 6, 2, 16, 1800, 20, 1e-3f, SCHEDULE(RETRIEVAL_THEN_TEXT)},
-    {"draft-xs", "draft",     "mha", 32, 1, 2, 2, 16, 100, 5, 5e-3f, SCHEDULE(TEXT)},
-    {"draft-s",  "draft",     "mha", 64, 2, 4, 4, 16, 200, 10, 5e-3f, SCHEDULE(TEXT)},
-    {"draft-m",  "draft",     "gqa", 128, 3, 4, 2, 16, 300, 15, 3e-3f, SCHEDULE(TEXT)},
-    {"attn-mha", "attention", "mha", 128, 3, 8, 8, 16, 400, 20, 1e-3f, SCHEDULE(RETRIEVAL_FULL_SHORT)},
-    {"attn-gqa", "attention", "gqa", 128, 3, 8, 2, 16, 400, 20, 1e-3f, SCHEDULE(RETRIEVAL_FULL_SHORT)},
-    {"attn-mqa", "attention", "mqa", 128, 3, 8, 1, 16, 400, 20, 1e-3f, SCHEDULE(RETRIEVAL_FULL_SHORT)},
+    {"target",   "target",    "gqa", 192, 4, 6, 2, 16, 1800, 20, 1e-3f, SCHEDULE(RETRIEVAL_THEN_TEXT), 0, 0, 1},
+    {"draft-xs", "draft",     "mha", 32, 1, 2, 2, 16, 100, 5, 5e-3f, SCHEDULE(TEXT), 0, 0, 1},
+    {"draft-s",  "draft",     "mha", 64, 2, 4, 4, 16, 200, 10, 5e-3f, SCHEDULE(TEXT), 0, 0, 1},
+    {"draft-m",  "draft",     "gqa", 128, 3, 4, 2, 16, 300, 15, 3e-3f, SCHEDULE(TEXT), 0, 0, 1},
+    {"attn-mha", "attention", "mha", 128, 3, 8, 8, 16, 400, 20, 1e-3f, SCHEDULE(RETRIEVAL_FULL_SHORT), 0, 0, 1},
+    {"attn-gqa", "attention", "gqa", 128, 3, 8, 2, 16, 400, 20, 1e-3f, SCHEDULE(RETRIEVAL_FULL_SHORT), 0, 0, 1},
+    {"attn-mqa", "attention", "mqa", 128, 3, 8, 1, 16, 400, 20, 1e-3f, SCHEDULE(RETRIEVAL_FULL_SHORT), 0, 0, 1},
+    {"attn-mla", "attention", "mla", 128, 3, 8, 8, 16, 400, 20, 1e-3f, SCHEDULE(RETRIEVAL_FULL_SHORT), 64, 8, 1},
+    {"attn-gqa-cla", "attention", "gqa+cla", 128, 3, 8, 2, 16, 400, 20, 1e-3f, SCHEDULE(RETRIEVAL_FULL_SHORT), 0, 0, 2},
 };
 
 static const Profile PROFILES[] = {
@@ -100,6 +112,9 @@ static ZooModel zoo_model(const Profile *p, const ZooEntry *e) {
     c.vocab_size = p->vocab_size;
     c.seq_len = p->seq_len;
     c.tied_embeddings = 1;
+    c.kv_lora_rank = e->kv_lora_rank;
+    c.rope_dim = e->rope_dim;
+    c.kv_share = e->kv_share;
     m.config = c;
     TrainConfig tc = train_config_default();
     tc.batch_size = e->batch;
@@ -162,6 +177,10 @@ uint64_t zoo_model_key(const ZooModel *m, uint64_t corpus_hash) {
                       t->lr, t->min_lr_ratio, t->weight_decay, t->beta1, t->beta2, t->adam_eps, t->grad_clip,
                       t->init_std};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) h = hash_int(h, ints[i]);
+    // MLA and CLA fields join the hash only when set, so the keys of the models that came
+    // before them (and so their cached files) stay valid.
+    if (c->kv_lora_rank) h = hash_int(hash_int(h, c->kv_lora_rank), c->rope_dim);
+    if (c->kv_share > 1) h = hash_int(h, c->kv_share);
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) h = hash_float(h, floats[i]);
     for (int i = 0; i < t->n_phases; i++) {
         const TrainPhase *p = &t->phases[i];

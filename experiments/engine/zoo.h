@@ -4,8 +4,9 @@
 //   - one target model (role "target"), the model most experiments run;
 //   - drafts of three sizes for speculative decoding (role "draft"), ordered small to large,
 //     the smallest deliberately weak (so acceptance visibly depends on draft quality);
-//   - MHA, GQA and MQA variants of one size, trained alike (role "attention", attention
-//     "mha" / "gqa" / "mqa"); an MLA variant will join them as attention "mla".
+//   - attention variants of one size, trained alike (role "attention"): MHA, GQA, MQA, MLA
+//     (d_c = 4 hd, d_r = hd / 2, DeepSeek-V2's ratios) and GQA with cross-layer KV sharing
+//     (kv_share 2), attention "mha" / "gqa" / "mqa" / "mla" / "gqa+cla".
 // All share one byte-level BPE vocabulary (vocab_size) trained on the corpus's training
 // split, and one training context (seq_len).
 //
@@ -27,7 +28,7 @@
 typedef struct {
     char name[32];       // file stem under the models directory
     char role[16];       // "target" | "draft" | "attention"
-    char attention[8];   // "mha" | "gqa" | "mqa" ("mla" later)
+    char attention[8];   // "mha" | "gqa" | "mqa" | "mla" | "gqa+cla"
     Config config;       // vocab_size is the profile's
     TrainConfig train;
 } ZooModel;

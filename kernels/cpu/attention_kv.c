@@ -23,15 +23,17 @@ static void visible_ranges(int p, const AttentionShape *s, int *n_lo, int *hi0) 
     *n_lo = s->n_sink < *hi0 ? s->n_sink : *hi0;
 }
 
-static void attend_one(float *out, const float *q, const float *k, const float *v, int p, int kv_stride,
-                       const AttentionShape *s, float *scores) {
-    int hd = s->head_dim, n_lo, hi0;
+// One query head against its KV head's rows: k (key_stride apart), v (value_stride apart).
+static void attend_one(float *out, const float *q, const float *k, const float *v, int p, const AttentionShape *s,
+                       float *scores) {
+    int hd = s->head_dim, vd = attention_value_dim(s), n_lo, hi0;
+    size_t ks = attention_key_stride(s), vs = attention_value_stride(s);
     visible_ranges(p, s, &n_lo, &hi0);
     int n = n_lo + (p + 1 - hi0); // scores[i] belongs to key i (i < n_lo) or hi0 + i - n_lo
     float max = -INFINITY;
     for (int i = 0; i < n; i++) {
         int j = i < n_lo ? i : hi0 + i - n_lo;
-        scores[i] = dot_f32(q, k + (size_t)j * kv_stride, hd) * s->scale;
+        scores[i] = dot_f32(q, k + (size_t)j * ks, hd) * s->scale;
         max = scores[i] > max ? scores[i] : max;
     }
     float sum = 0.0f;
@@ -40,13 +42,13 @@ static void attend_one(float *out, const float *q, const float *k, const float *
         sum += scores[i];
     }
     float inv = 1.0f / sum;
-    memset(out, 0, hd * sizeof(float));
+    memset(out, 0, vd * sizeof(float));
     for (int i = 0; i < n; i++) {
         if (scores[i] == 0.0f) continue;
         int j = i < n_lo ? i : hi0 + i - n_lo;
-        const float *vj = v + (size_t)j * kv_stride;
+        const float *vj = v + (size_t)j * vs;
         float a = scores[i] * inv;
-        for (int d = 0; d < hd; d++) out[d] += a * vj[d];
+        for (int d = 0; d < vd; d++) out[d] += a * vj[d];
     }
 }
 
@@ -56,8 +58,8 @@ size_t attention_kv_scratch_bytes(int max_keys) {
 
 void attention_kv(float *out, const float *q, const KVRows *kv, const AttentionShape *s, float *scratch,
                   size_t scratch_bytes) {
-    int hd = s->head_dim, group = s->n_heads / s->n_kv_heads;
-    int q_stride = s->n_heads * hd, kv_stride = s->n_kv_heads * hd;
+    int hd = s->head_dim, vd = attention_value_dim(s), group = s->n_heads / s->n_kv_heads;
+    int q_stride = s->n_heads * hd, out_stride = s->n_heads * vd;
     int max_keys = 0;
     for (int r = 0; r < kv->R; r++) max_keys = kv->pos[r] + 1 > max_keys ? kv->pos[r] + 1 : max_keys;
     int threads = omp_get_max_threads();
@@ -69,9 +71,9 @@ void attention_kv(float *out, const float *q, const KVRows *kv, const AttentionS
         #pragma omp for collapse(2) schedule(dynamic, 4)
         for (int r = 0; r < kv->R; r++) {
             for (int h = 0; h < s->n_heads; h++) {
-                size_t kv_off = (size_t)(h / group) * hd;
-                attend_one(out + (size_t)r * q_stride + h * hd, q + (size_t)r * q_stride + h * hd,
-                           kv->keys[r] + kv_off, kv->values[r] + kv_off, kv->pos[r], kv_stride, s, scores);
+                size_t g = (size_t)(h / group);
+                attend_one(out + (size_t)r * out_stride + h * vd, q + (size_t)r * q_stride + h * hd,
+                           kv->keys[r] + g * hd, kv->values[r] + g * vd, kv->pos[r], s, scores);
             }
         }
     }

@@ -55,17 +55,24 @@ static void cpu_embedding(float *out, const Tensor *table, const int *tokens, in
         dequantize_row(table->dtype, out + r * C, (const char *)table->data + tokens[r] * row_bytes, (int)C);
 }
 
-static void cpu_rope(float *x, int R, int n_heads, int head_dim, const int *pos, const float *inv_freq,
+static void cpu_rope(float *x, int R, int n_heads, int head_dim, int rot_dim, const int *pos, const float *inv_freq,
                      float mscale) {
-    for (int r = 0; r < R; r++)
-        rope_rotate(x + (size_t)r * n_heads * head_dim, n_heads, head_dim, pos[r], inv_freq, mscale);
+    for (int r = 0; r < R; r++) {
+        float *row = x + (size_t)r * n_heads * head_dim;
+        if (rot_dim == head_dim) {
+            rope_rotate(row, n_heads, head_dim, pos[r], inv_freq, mscale);
+            continue;
+        }
+        for (int h = 0; h < n_heads; h++) // the last rot_dim dims of each head
+            rope_rotate(row + (size_t)h * head_dim + head_dim - rot_dim, 1, rot_dim, pos[r], inv_freq, mscale);
+    }
 }
 
 static void cpu_kv_write(const KVRows *kv, const float *k, const float *v, int kv_dim) {
     for (int r = 0; r < kv->R; r++) {
         size_t at = (size_t)kv->pos[r] * kv_dim;
         memcpy(kv->keys[r] + at, k + (size_t)r * kv_dim, kv_dim * sizeof(float));
-        memcpy(kv->values[r] + at, v + (size_t)r * kv_dim, kv_dim * sizeof(float));
+        if (v) memcpy(kv->values[r] + at, v + (size_t)r * kv_dim, kv_dim * sizeof(float));
     }
 }
 

@@ -56,8 +56,9 @@ void ref_swiglu(float *out, const float *gate, const float *up, int T, int H) {
 
 void ref_attention_kv(float *out, const float *q, const float *k, const float *v, int n_q, int pos0,
                       const AttentionShape *s) {
-    int hd = s->head_dim, group = s->n_heads / s->n_kv_heads;
-    int q_stride = s->n_heads * hd, kv_stride = s->n_kv_heads * hd;
+    int hd = s->head_dim, vd = attention_value_dim(s), group = s->n_heads / s->n_kv_heads;
+    size_t q_stride = (size_t)s->n_heads * hd, out_stride = (size_t)s->n_heads * vd;
+    size_t ks = attention_key_stride(s), vs = attention_value_stride(s);
     double *w = mallocCheck((size_t)(pos0 + n_q) * sizeof(double));
     for (int t = 0; t < n_q; t++) {
         int p = pos0 + t;
@@ -68,18 +69,18 @@ void ref_attention_kv(float *out, const float *q, const float *k, const float *v
             for (int j = 0; j <= p; j++) {
                 if (!attention_visible(p, j, s->window, s->n_sink)) continue;
                 double dot = 0.0;
-                for (int i = 0; i < hd; i++) dot += (double)qh[i] * k[(size_t)j * kv_stride + kvh * hd + i];
+                for (int i = 0; i < hd; i++) dot += (double)qh[i] * k[(size_t)j * ks + kvh * hd + i];
                 w[j] = dot * s->scale;
                 max = fmax(max, w[j]);
             }
             for (int j = 0; j <= p; j++)
                 if (attention_visible(p, j, s->window, s->n_sink)) sum += exp(w[j] - max);
-            for (int i = 0; i < hd; i++) {
+            for (int i = 0; i < vd; i++) {
                 double acc = 0.0;
                 for (int j = 0; j <= p; j++)
                     if (attention_visible(p, j, s->window, s->n_sink))
-                        acc += exp(w[j] - max) / sum * v[(size_t)j * kv_stride + kvh * hd + i];
-                out[(size_t)t * q_stride + h * hd + i] = (float)acc;
+                        acc += exp(w[j] - max) / sum * v[(size_t)j * vs + kvh * vd + i];
+                out[(size_t)t * out_stride + h * vd + i] = (float)acc;
             }
         }
     }

@@ -1,7 +1,8 @@
 // attention_kv.cu: the engine's attention on the GPU, fp32 (see kernels_cuda.h): query rows
 // against their sequences' KV caches, GQA-aware, with sliding window and attention sinks,
 // and the append of a step's keys and values to those caches. The GPU twin of
-// kernels/cpu/attention_kv.c; any head_dim, so it runs every model the CPU runs.
+// kernels/cpu/attention_kv.c; any head_dim, value_dim and row strides (MLA's latent rows
+// included), so it runs every model the CPU runs.
 #include "cuda_common.h"
 
 // Keys scored per step of the online softmax: one per thread of the block.
@@ -30,26 +31,27 @@ __device__ VisibleKeys visible_keys(int p, int window, int n_sink) {
 __global__ void __launch_bounds__(KV_CHUNK)
 attention_rows_kernel(float *out, const float *q, float *const *keys, float *const *values, const int *pos,
                       AttentionShape s) {
-    extern __shared__ float smem[]; // q (hd) | running output (hd) | chunk scores (KV_CHUNK)
+    extern __shared__ float smem[]; // q (hd) | running output (vd) | chunk scores (KV_CHUNK)
     __shared__ float scratch[32];
-    int r = blockIdx.x, h = blockIdx.y, hd = s.head_dim, kv_stride = s.n_kv_heads * hd;
+    // ops.h's defaults (attention_value_dim and the strides), spelled out: device code
+    int r = blockIdx.x, h = blockIdx.y, hd = s.head_dim, vd = s.value_dim ? s.value_dim : hd;
+    size_t key_stride = s.key_stride ? s.key_stride : (size_t)s.n_kv_heads * hd;
+    size_t value_stride = s.value_stride ? s.value_stride : (size_t)s.n_kv_heads * vd;
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    float *q_s = smem, *acc = smem + hd, *p_s = smem + 2 * hd;
-    size_t kv_off = (size_t)(h / (s.n_heads / s.n_kv_heads)) * hd;
-    const float *K = keys[r] + kv_off, *V = values[r] + kv_off;
+    float *q_s = smem, *acc = smem + hd, *p_s = smem + hd + vd;
+    size_t g = (size_t)(h / (s.n_heads / s.n_kv_heads));
+    const float *K = keys[r] + g * hd, *V = values[r] + g * vd;
     const float *qr = q + ((size_t)r * s.n_heads + h) * hd;
     VisibleKeys vis = visible_keys(pos[r], s.window, s.n_sink);
 
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-        q_s[i] = qr[i];
-        acc[i] = 0.0f;
-    }
+    for (int i = threadIdx.x; i < hd; i += blockDim.x) q_s[i] = qr[i];
+    for (int i = threadIdx.x; i < vd; i += blockDim.x) acc[i] = 0.0f;
     __syncthreads();
     float m = -INFINITY, l = 0.0f; // running max and sum, the same in every thread
     for (int c0 = 0; c0 < vis.count; c0 += KV_CHUNK) {
         int n = min(KV_CHUNK, vis.count - c0);
         for (int kk = warp; kk < n; kk += KV_WARPS) {
-            const float *kj = K + (size_t)vis.key(c0 + kk) * kv_stride;
+            const float *kj = K + (size_t)vis.key(c0 + kk) * key_stride;
             float dot = 0.0f;
             for (int i = lane; i < hd; i += 32) dot += q_s[i] * kj[i];
             dot = warp_reduce<false>(dot);
@@ -64,22 +66,22 @@ attention_rows_kernel(float *out, const float *q, float *const *keys, float *con
         m = m_new;
         p_s[threadIdx.x] = e; // each thread rewrites only the slot it read
         __syncthreads();
-        for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+        for (int i = threadIdx.x; i < vd; i += blockDim.x) {
             float a = acc[i] * alpha;
-            for (int kk = 0; kk < n; kk++) a += p_s[kk] * V[(size_t)vis.key(c0 + kk) * kv_stride + i];
+            for (int kk = 0; kk < n; kk++) a += p_s[kk] * V[(size_t)vis.key(c0 + kk) * value_stride + i];
             acc[i] = a;
         }
         __syncthreads(); // p_s is overwritten by the next chunk
     }
-    float *o = out + ((size_t)r * s.n_heads + h) * hd;
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) o[i] = acc[i] / l;
+    float *o = out + ((size_t)r * s.n_heads + h) * vd;
+    for (int i = threadIdx.x; i < vd; i += blockDim.x) o[i] = acc[i] / l;
 }
 
 void cuda_attention_rows(float *out, const float *q, float *const *keys, float *const *values, const int *pos,
                          int R, const AttentionShape *shape) {
     if (R <= 0) return;
     if (shape->n_heads > 65535) die("cuda_attention_rows: %d heads exceed the grid's 65535", shape->n_heads);
-    size_t smem = (2 * (size_t)shape->head_dim + KV_CHUNK) * sizeof(float);
+    size_t smem = ((size_t)shape->head_dim + attention_value_dim(shape) + KV_CHUNK) * sizeof(float);
     attention_rows_kernel<<<dim3(R, shape->n_heads), KV_CHUNK, smem>>>(out, q, keys, values, pos, *shape);
     cudaCheckLaunch();
 }
@@ -89,7 +91,7 @@ __global__ void kv_append_kernel(float *const *keys, float *const *values, const
     GRID_STRIDE_LOOP(idx, n) {
         size_t r = idx / kv_dim, at = (size_t)pos[r] * kv_dim + idx % kv_dim;
         keys[r][at] = k[idx];
-        values[r][at] = v[idx];
+        if (v) values[r][at] = v[idx];
     }
 }
 

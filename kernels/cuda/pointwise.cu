@@ -103,9 +103,9 @@ void cuda_add(float *x, const float *y, size_t n) {
 
 // ---- RoPE: one thread per rotated pair --------------------------------------------------------
 
-__global__ void rope_kernel(float *x, int R, int n_heads, int head_dim, const int *pos, const float *inv_freq,
-                            float mscale) {
-    int half = head_dim / 2;
+__global__ void rope_kernel(float *x, int R, int n_heads, int head_dim, int rot_dim, const int *pos,
+                            const float *inv_freq, float mscale) {
+    int half = rot_dim / 2;
     size_t n = (size_t)R * n_heads * half;
     GRID_STRIDE_LOOP(idx, n) {
         int i = idx % half;
@@ -113,17 +113,18 @@ __global__ void rope_kernel(float *x, int R, int n_heads, int head_dim, const in
         int r = (int)(rh / n_heads);
         float angle = (float)pos[r] * inv_freq[i]; // as the CPU rounds it: int * float in fp32
         float c = cosf(angle) * mscale, s = sinf(angle) * mscale;
-        float *pair = x + rh * head_dim + 2 * i;
+        float *pair = x + rh * head_dim + (head_dim - rot_dim) + 2 * i;
         float a = pair[0], b = pair[1];
         pair[0] = a * c - b * s;
         pair[1] = a * s + b * c;
     }
 }
 
-void cuda_rope(float *x, int R, int n_heads, int head_dim, const int *pos, const float *inv_freq, float mscale) {
-    size_t n = (size_t)R * n_heads * (head_dim / 2);
+void cuda_rope(float *x, int R, int n_heads, int head_dim, int rot_dim, const int *pos, const float *inv_freq,
+               float mscale) {
+    size_t n = (size_t)R * n_heads * (rot_dim / 2);
     if (n == 0) return;
-    rope_kernel<<<elementwise_blocks(n), 256>>>(x, R, n_heads, head_dim, pos, inv_freq, mscale);
+    rope_kernel<<<elementwise_blocks(n), 256>>>(x, R, n_heads, head_dim, rot_dim, pos, inv_freq, mscale);
     cudaCheckLaunch();
 }
 
