@@ -101,7 +101,7 @@ $(BUILD)/experiments/lab/hw.o: CFLAGS += -DINFERLAB_CFLAGS='"$(HW_CFLAGS)"'
 # only it uses) built into bin/<name>, a step of `make report` and of the end-to-end test; the
 # CUDA ones also run with --backend cuda where there is a GPU. TOOLS have the same layout and
 # are not report steps. A program of one file, experiments/<name>.c, builds as bin/<name> too.
-EXPERIMENTS      := sampling speculative kv_cache attention_kernels hardware_budget quantization
+EXPERIMENTS      := sampling speculative kv_cache attention_variants attention_kernels hardware_budget quantization
 CUDA_EXPERIMENTS := kv_cache attention_kernels hardware_budget
 TOOLS            := generate hwinfo quantize
 LAB_SRC    := $(wildcard experiments/lab/*.c)
@@ -223,6 +223,8 @@ MODELS_DIR := out/models/$(PROFILE)
 TARGET     := $(MODELS_DIR)/target.gguf
 # the zoo's drafts for speculative decoding, small to large (bin/train --list)
 DRAFTS     := $(patsubst %,$(MODELS_DIR)/%.gguf,draft-xs draft-s draft-m)
+# the zoo's attention variants (role "attention"), trained alike, that bin/attention_variants compares
+ATTN_VARIANTS := $(patsubst %,$(MODELS_DIR)/%.gguf,attn-mha attn-gqa attn-mqa)
 empty      :=
 comma      := ,
 RUN        = $(BIN)/$(1) --profile $(PROFILE) --out $(OUT)
@@ -241,6 +243,9 @@ kv_cache_CSV               = kv_cache_runs.csv
 kv_cache_ARGS              = --model $(TARGET)
 kv_cache_INPUTS            = $(TARGET)
 kv_cache_CUDA_SKIP         = kv_cache_runs.cuda.skip
+attention_variants_CSV     = attention_variants.csv
+attention_variants_ARGS    = --models $(MODELS_DIR)
+attention_variants_INPUTS  = $(ATTN_VARIANTS) templates/model_presets.csv
 attention_kernels_CSV      = attention_kernels.csv
 attention_kernels_CUDA_SKIP = attention_kernels.cuda.skip
 hardware_budget_CSV        = hardware_budget.csv
@@ -311,7 +316,7 @@ $(foreach e,$(EXPERIMENTS),$(eval $(call EXPERIMENT_STEPS,$(e))))
 # table, passkey retrieval by depth and context, and the target's training log. Copied (via
 # a temp file, so never half-written) once every model of the report is trained.
 MODEL_LOGS := $(OUT)/zoo.csv $(OUT)/passkey.csv $(OUT)/train_log_target.csv
-$(OUT)/zoo.csv $(OUT)/passkey.csv: $(OUT)/%.csv: $(TARGET) $(DRAFTS)
+$(OUT)/zoo.csv $(OUT)/passkey.csv: $(OUT)/%.csv: $(TARGET) $(DRAFTS) $(ATTN_VARIANTS)
 	cp $(MODELS_DIR)/$*.csv $@.tmp && mv $@.tmp $@
 $(OUT)/train_log_target.csv: $(TARGET)
 	cp $(MODELS_DIR)/target.csv $@.tmp && mv $@.tmp $@

@@ -146,11 +146,29 @@ static const struct {
     {"speculative_verify.csv", "backend,rows,time_ms_median,time_ms_p10,time_ms_p90,reps,verify_v", 9},
     // per temperature: the best, each draft's best, the two questions; then the best of all
     {"speculative_findings.csv", "finding,temperature,draft,gamma,value,verdict", 2 * 7 + 1},
+    // the quick zoo's attention variants (MHA, GQA, MQA) x 3 timed / 5 allocated / 4 budget
+    // contexts; the presets table's rows
+    {"attention_variants.csv", "variant,attention,params,n_layers,n_heads,n_kv_heads,head_dim,cached_layers,"
+                               "kv_elements_per_token_layer,kv_bytes_per_token_layer,kv_bytes_per_token,"
+                               "allocated_bytes_per_token_layer,kv_reduction_vs_mha,val_bits_per_byte,bpb_cost_vs_mha,"
+                               "passkey_accuracy,passkey_cost_vs_mha,kv_budget_bytes,kv_budget_tokens,"
+                               "decode_tok_s_ctx256,decode_tok_s_ctx1024,decode_tok_s_ctx4096", 3},
+    {"attention_variants_speed.csv", "backend,variant,attention,context_len,prefill_ms_median,prefill_ms_p10,"
+                                     "prefill_ms_p90,prefill_tok_s,prefill_reps,decode_ms_median,decode_ms_p10,"
+                                     "decode_ms_p90,decode_tok_s,decode_tok_s_p10,decode_tok_s_p90,decode_steps", 3 * 3},
+    {"attention_variants_memory.csv", "backend,variant,attention,context_len,element_bytes,formula_bytes,"
+                                      "allocated_bytes", 3 * 5},
+    {"attention_variants_budget.csv", "variant,attention,context_len,kv_budget_bytes,kv_bytes_per_sequence,max_batch,"
+                                      "max_batch_tokens", 3 * 4},
+    {"attention_variants_presets.csv", "model,attention,n_layers,n_heads,n_kv_heads,head_dim,kv_lora_rank,"
+                                       "rope_head_dim,kv_elements_per_token_layer,mha_elements_per_token_layer,"
+                                       "kv_reduction_vs_mha,kv_bytes_per_token_fp16,context_fit_80gb,"
+                                       "context_fit_80gb_beside_weights", 8},
     {"attention_kernels.csv", "backend,seq_len,causal,impl,batch,heads,head_dim,threads,reps,time_ms_median,"
                               "time_ms_p10,time_ms_p90,gflop_s,work_bytes,io_bytes,max_abs_err,dtype,peak_bytes,"
                               "max_rel_err,rows_checked", 8},
     {"sgemm_peak.csv", "backend,n,threads,reps,time_ms_median,time_ms_p10,time_ms_p90,gflop_s,gflop_s_best,mode", 1},
-    {"hardware_budget.csv", NULL, 144},
+    {"hardware_budget.csv", NULL, 162},
     {"roofline.csv", NULL, 43},
     // fp32 and the six round-to-nearest formats; the model also in AWQ int4 g = 32, 64, 128
     {"quantization_synthetic.csv", "format,bits_per_weight,weights,set_bytes,stream_gb_s,matvec_ms_median,matvec_ms_p10,"
@@ -265,7 +283,7 @@ static void test_pdf_text(void **state) {
     char pdf[1300];
     snprintf(pdf, sizeof pdf, "%s/report.pdf", out_dir);
     char *text = pdf_text(pdf);
-    const char *must[] = {"inferlab lab report", "Sampling", "Speculative decoding", "KV cache", "Attention kernels", "Hardware budget", "Quantization",
+    const char *must[] = {"inferlab lab report", "Sampling", "Speculative decoding", "KV cache", "Attention variants", "Attention kernels", "Hardware budget", "Quantization",
                           "Figure 1", "Table 1", "quick profile"};
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         if (!strstr(text, must[i])) fail_msg("report text lacks '%s'", must[i]);
@@ -283,7 +301,16 @@ static void test_pdf_text(void **state) {
     for (int r = 1; r < runs.n_rows; r++)
         if (atof(runs.cells[r][t_col]) == 0) greedy++, matched += atof(runs.cells[r][m_col]) == 1;
     free_csv(&runs);
+    // the attention variants' findings quote GQA's KV reduction against MHA (3 digits)
+    Csv av = read_csv(out_dir, "attention_variants.csv");
+    int a_col = column(&av, "attention"), r_col = column(&av, "kv_reduction_vs_mha");
+    char reduction[64] = "";
+    for (int r = 1; r < av.n_rows; r++)
+        if (strcmp(av.cells[r][a_col], "gqa") == 0)
+            snprintf(reduction, sizeof reduction, "GQA's cache is %.3g× smaller", atof(av.cells[r][r_col]));
+    free_csv(&av);
     for (char *c = text; *c; c++) *c = *c == '\n' ? ' ' : *c; // a sentence may wrap
+    if (!reduction[0] || !strstr(text, reduction)) fail_msg("report text lacks '%s'", reduction);
     char sentence[96];
     snprintf(sentence, sizeof sentence, "%d of the %d speculative settings", matched, greedy);
     if (!strstr(text, sentence)) fail_msg("report text lacks '%s'", sentence);
@@ -341,6 +368,14 @@ static const struct {
     {"speculative_cost.csv", "backend,model,params,reps"},
     {"speculative_verify.csv", "backend,rows,reps"},
     {"speculative_findings.csv", "finding"}, // the best settings depend on timings
+    {"attention_variants.csv", "variant,attention,params,n_layers,n_heads,n_kv_heads,head_dim,cached_layers,"
+                               "kv_elements_per_token_layer,kv_bytes_per_token_layer,kv_bytes_per_token,"
+                               "kv_reduction_vs_mha,val_bits_per_byte,bpb_cost_vs_mha,passkey_accuracy,"
+                               "passkey_cost_vs_mha,kv_budget_bytes,kv_budget_tokens"},
+    {"attention_variants_speed.csv", "backend,variant,attention,context_len,prefill_reps,decode_steps"},
+    {"attention_variants_memory.csv", "backend,variant,attention,context_len,element_bytes,formula_bytes"},
+    {"attention_variants_budget.csv", "*"},
+    {"attention_variants_presets.csv", "*"},
     {"attention_kernels.csv",
      "backend,seq_len,causal,impl,batch,heads,head_dim,threads,work_bytes,io_bytes,max_abs_err,dtype,peak_bytes,"
      "max_rel_err,rows_checked"},

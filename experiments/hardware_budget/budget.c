@@ -157,62 +157,6 @@ Budget budget_compute(const ModelShape *m, const HardwareSpec *hw, Precision p, 
 
 // --- reference tables ---------------------------------------------------------------------
 
-// A row parser gets the fields of the requested columns, in the order they were requested.
-typedef int (*RowParser)(void *table, char **values, const char *path, int line, Error *err);
-
-// Read the CSV at path, find `columns` in its header, and hand every non-blank record to parse.
-static int read_table(const char *path, const char *const *columns, int n_columns, RowParser parse, void *table,
-                      Error *err) {
-    FILE *f = fopen(path, "r");
-    if (!f) return error_set(err, "%s: cannot open: %s", path, strerror(errno));
-    char *line = NULL, **fields = NULL;
-    size_t cap = 0;
-    int *index = mallocCheck((size_t)n_columns * sizeof(int));
-    char **values = mallocCheck((size_t)n_columns * sizeof(char *));
-    int n_header = 0, lineno = 0, rc = 0;
-    for (ssize_t len; rc == 0 && (len = getline(&line, &cap, f)) != -1;) {
-        lineno++;
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
-        if ((size_t)len != strlen(line)) {
-            rc = error_set(err, "%s:%d: NUL byte in line", path, lineno);
-            break;
-        }
-        if (len == 0) continue;
-        int max_fields = 1; // a record has at most one field more than it has commas
-        for (char *c = line; *c; c++) max_fields += *c == ',';
-        fields = reallocCheck(fields, (size_t)max_fields * sizeof(char *));
-        int n = csv_split(line, fields, max_fields);
-        if (n < 0) {
-            rc = error_set(err, "%s:%d: malformed quoting", path, lineno);
-            break;
-        }
-        if (n_header == 0) {
-            n_header = n;
-            for (int c = 0; c < n_columns && rc == 0; c++) {
-                index[c] = -1;
-                for (int i = 0; i < n; i++)
-                    if (strcmp(fields[i], columns[c]) == 0) index[c] = i;
-                if (index[c] < 0) rc = error_set(err, "%s:%d: header has no column '%s'", path, lineno, columns[c]);
-            }
-            continue;
-        }
-        if (n != n_header) {
-            rc = error_set(err, "%s:%d: %d fields, the header has %d", path, lineno, n, n_header);
-            break;
-        }
-        for (int c = 0; c < n_columns; c++) values[c] = fields[index[c]];
-        rc = parse(table, values, path, lineno, err);
-    }
-    if (rc == 0 && ferror(f)) rc = error_set(err, "%s: read error", path);
-    if (rc == 0 && n_header == 0) rc = error_set(err, "%s: empty file (no header)", path);
-    free(line);
-    free(fields);
-    free(index);
-    free(values);
-    fclose(f);
-    return rc;
-}
-
 static int parse_double(const char *text, const char *path, int line, const char *column, double lo, double hi,
                         double *out, Error *err) {
     char *end;
@@ -296,7 +240,7 @@ static int parse_hardware(void *table, char **v, const char *path, int line, Err
 
 int budget_load_hardware(const char *path, HardwareSpec **out, int *n, Error *err) {
     Vec v = {NULL, 0, 0, sizeof(HardwareSpec)};
-    int rc = read_table(path, HARDWARE_COLUMNS, 7, parse_hardware, &v, err);
+    int rc = csv_read_table(path, HARDWARE_COLUMNS, 7, parse_hardware, &v, err);
     if (rc == 0 && v.n == 0) rc = error_set(err, "%s: no hardware rows", path);
     if (rc) {
         free(v.items);
@@ -344,7 +288,7 @@ static int parse_model(void *table, char **v, const char *path, int line, Error 
 
 int budget_load_models(const char *path, ModelShape **out, int *n, Error *err) {
     Vec v = {NULL, 0, 0, sizeof(ModelShape)};
-    int rc = read_table(path, MODEL_COLUMNS, 16, parse_model, &v, err);
+    int rc = csv_read_table(path, MODEL_COLUMNS, 16, parse_model, &v, err);
     if (rc == 0 && v.n == 0) rc = error_set(err, "%s: no model rows", path);
     if (rc) {
         free(v.items);

@@ -1,5 +1,5 @@
-// csv.c: tidy CSV output (see csv.h). Rows go to a temp file that csv_close renames into
-// place, so readers only ever see complete tables.
+// csv.c: tidy CSV output and the table reader (see csv.h). Rows go to a temp file that
+// csv_close renames into place, so readers only ever see complete tables.
 #include "csv.h"
 
 #include <errno.h>
@@ -206,4 +206,56 @@ const char *csv_quote(char *buf, size_t size, const char *s) {
     if (quote) *d++ = '"';
     *d = '\0';
     return buf;
+}
+
+int csv_read_table(const char *path, const char *const *columns, int n_columns, CsvRowFn parse, void *table,
+                   Error *err) {
+    FILE *f = fopen(path, "r");
+    if (!f) return error_set(err, "%s: cannot open: %s", path, strerror(errno));
+    char *line = NULL, **fields = NULL;
+    size_t cap = 0;
+    int *index = mallocCheck((size_t)n_columns * sizeof(int));
+    char **values = mallocCheck((size_t)n_columns * sizeof(char *));
+    int n_header = 0, lineno = 0, rc = 0;
+    for (ssize_t len; rc == 0 && (len = getline(&line, &cap, f)) != -1;) {
+        lineno++;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
+        if ((size_t)len != strlen(line)) {
+            rc = error_set(err, "%s:%d: NUL byte in line", path, lineno);
+            break;
+        }
+        if (len == 0) continue;
+        int max_fields = 1; // a record has at most one field more than it has commas
+        for (char *c = line; *c; c++) max_fields += *c == ',';
+        fields = reallocCheck(fields, (size_t)max_fields * sizeof(char *));
+        int n = csv_split(line, fields, max_fields);
+        if (n < 0) {
+            rc = error_set(err, "%s:%d: malformed quoting", path, lineno);
+            break;
+        }
+        if (n_header == 0) {
+            n_header = n;
+            for (int c = 0; c < n_columns && rc == 0; c++) {
+                index[c] = -1;
+                for (int i = 0; i < n; i++)
+                    if (strcmp(fields[i], columns[c]) == 0) index[c] = i;
+                if (index[c] < 0) rc = error_set(err, "%s:%d: header has no column '%s'", path, lineno, columns[c]);
+            }
+            continue;
+        }
+        if (n != n_header) {
+            rc = error_set(err, "%s:%d: %d fields, the header has %d", path, lineno, n, n_header);
+            break;
+        }
+        for (int c = 0; c < n_columns; c++) values[c] = fields[index[c]];
+        rc = parse(table, values, path, lineno, err);
+    }
+    if (rc == 0 && ferror(f)) rc = error_set(err, "%s: read error", path);
+    if (rc == 0 && n_header == 0) rc = error_set(err, "%s: empty file (no header)", path);
+    free(line);
+    free(fields);
+    free(index);
+    free(values);
+    fclose(f);
+    return rc;
 }

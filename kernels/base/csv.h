@@ -1,4 +1,5 @@
-// csv.h: tidy CSV output for experiments (see DESIGN.md, "CSV contract").
+// csv.h: tidy CSV output for experiments (see DESIGN.md, "CSV contract"), and a reader of
+// tables by column name (csv_read_table, at the end).
 // Key columns first, then metrics; every number printed with %.6g; the file is written
 // to a temp file and renamed on csv_close, so a crash never leaves a half-written CSV.
 //
@@ -42,3 +43,12 @@ const char *csv_quote(char *buf, size_t size, const char *s);
 // malformed (unterminated quote, text after a closing quote, quote or line break inside
 // an unquoted field).
 int csv_split(char *line, char **fields, int max_fields);
+
+// Read a table of outside data (a reference table, another program's records): find
+// `columns` by name in the header line (order free, extra columns ignored) and hand the
+// fields of those columns of every non-blank record, in the order asked, to parse with the
+// line number. Returns 0, or -1 with err naming the file and line (missing file or column,
+// a record of the wrong field count, bad quoting, a NUL byte, or parse's own -1).
+typedef int (*CsvRowFn)(void *table, char **values, const char *path, int line, Error *err);
+int csv_read_table(const char *path, const char *const *columns, int n_columns, CsvRowFn parse, void *table,
+                   Error *err);

@@ -1,0 +1,232 @@
+// test_attention_variants.c: the arithmetic of bin/attention_variants
+// (experiments/attention_variants/variants.c): the KV formula against hand counts and against
+// the bytes the allocator hands out for every attention variant of both zoos, the 1 GiB
+// budget fit, the real models' KV per token and 80 GB contexts (Llama-2-7B MHA, Llama-2-70B
+// GQA-8, DeepSeek-V2 MLA 512 + 64: the lecture's 8x and 28x), and bin/train's records read or
+// rejected with the file and line named.
+//
+//   make build/tests/test_attention_variants && ./build/tests/test_attention_variants
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "rng.h"
+#include "variants.h"
+#include "zoo.h"
+
+#define assert_near(got, want, tol)                                                                  \
+    do {                                                                                             \
+        double g_ = (got), w_ = (want);                                                              \
+        if (!(fabs(g_ - w_) <= (tol))) fail_msg("%s = %.10g, want %.10g (tol %g)", #got, g_, w_, (double)(tol)); \
+    } while (0)
+
+static Config shape(int layers, int heads, int kv_heads, int head_dim) {
+    Config c = config_default();
+    c.dim = heads * head_dim, c.hidden_dim = 4 * c.dim, c.n_layers = layers;
+    c.n_heads = heads, c.n_kv_heads = kv_heads, c.head_dim = head_dim;
+    c.vocab_size = 256, c.seq_len = 256;
+    return c;
+}
+
+// 3 layers, 8 query heads of 16: MHA caches 2 x 8 x 16 = 256 floats per token-layer, GQA-2
+// 2 x 2 x 16 = 64, MQA 2 x 16 = 32; 4 bytes each, over 3 layers.
+static void test_formula_by_hand(void **state) {
+    (void)state;
+    static const struct {
+        int kv_heads;
+        double elements, bytes_per_token;
+    } cases[] = {{8, 256, 3 * 256 * 4}, {2, 64, 3 * 64 * 4}, {1, 32, 3 * 32 * 4}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Config c = shape(3, 8, cases[i].kv_heads, 16);
+        AvKv kv = av_kv(&c);
+        assert_int_equal(kv.cached_layers, 3);
+        assert_near(kv.elements_per_cached_layer, cases[i].elements, 0.0);
+        assert_near(kv.elements_per_token_layer, cases[i].elements, 0.0);
+        assert_near(kv.bytes_per_token, cases[i].bytes_per_token, 0.0);
+        assert_int_equal(av_kv_formula_bytes(&c, 1000), (size_t)(1000 * cases[i].bytes_per_token));
+    }
+}
+
+// Allocated bytes are the formula's plus the allocator's overhead: at most a chunk header and
+// a page of rounding per allocation. The caches checked are >= 256 KiB, so a cache of half or
+// twice the formula's size (a lost factor 2 or a layer count off) would fail.
+#define OVERHEAD_BYTES (16 * 1024)
+#define MIN_CHECKED_BYTES (256 * 1024)
+
+static void expect_allocated_matches(const Config *c, int capacity, const char *what) {
+    size_t formula = av_kv_formula_bytes(c, capacity);
+    if (formula < MIN_CHECKED_BYTES) fail_msg("%s: a cache of %zu bytes is too small to check", what, formula);
+    size_t got = av_kv_allocated_bytes(ops_cpu(), c, capacity);
+    if (got < formula || got - formula > OVERHEAD_BYTES)
+        fail_msg("%s at %d positions: allocated %zu bytes, formula %zu", what, capacity, got, formula);
+}
+
+// Every attention variant of both zoos (MHA, GQA, MQA and any the zoo adds), at the contexts
+// the experiment measures, and random shapes.
+static void test_formula_matches_allocator(void **state) {
+    (void)state;
+    const char *profiles[] = {"quick", "full"};
+    for (int p = 0; p < 2; p++) {
+        Zoo z;
+        Error err;
+        if (zoo_for_profile(&z, profiles[p], &err)) fail_msg("%s", err.msg);
+        int n = 0;
+        for (const ZooModel *m; (m = zoo_with_role(&z, "attention", n)); n++) {
+            char what[64];
+            snprintf(what, sizeof what, "%s %s", profiles[p], m->name);
+            expect_allocated_matches(&m->config, 4096, what);
+            expect_allocated_matches(&m->config, 2048, what);
+        }
+        assert_true(n >= 3); // MHA, GQA, MQA at least
+    }
+    uint64_t rng = rng_seed(14);
+    for (int i = 0; i < 20; i++) {
+        int heads = 1 << (rng_u64(&rng) % 4), kv = heads >> (rng_u64(&rng) % 3);
+        Config c = shape(1 + (int)(rng_u64(&rng) % 4), heads, kv > 0 ? kv : 1, 16 + 16 * (int)(rng_u64(&rng) % 4));
+        expect_allocated_matches(&c, 4096 + (int)(rng_u64(&rng) % 4096), "random shape");
+    }
+}
+
+// 1 GiB at 3072 bytes per token (the MHA case above): 349,525 tokens (349,525.33); 85 sequences
+// of 4096 (85.3); an exact fit stays whole: 1024 sequences of 1024 at 1 KiB per token.
+static void test_budget_fit(void **state) {
+    (void)state;
+    double gib = 1024.0 * 1024 * 1024;
+    assert_int_equal(av_budget_tokens(gib, 3072), 349525);
+    assert_int_equal(av_budget_batch(gib, 3072, 4096), 85);
+    assert_int_equal(av_budget_batch(gib, 3072, 256), 1365);
+    assert_int_equal(av_budget_batch(gib, 1024, 1024), 1024);
+    assert_int_equal(av_budget_batch(gib, 3072, 1 << 20), 0); // one sequence needs 3 GiB
+    uint64_t rng = rng_seed(7);
+    for (int i = 0; i < 1000; i++) { // the largest batch that fits, and no larger
+        double per_token = 1 + (double)(rng_u64(&rng) % 100000);
+        int context = 1 + (int)(rng_u64(&rng) % 100000);
+        long b = av_budget_batch(gib, per_token, context);
+        assert_true(b * context * per_token <= gib);
+        assert_true((b + 1) * context * per_token > gib);
+    }
+}
+
+static void template_path(char *buf, size_t size, const char *name) {
+    const char *root = getenv("INFERLAB_ROOT");
+    snprintf(buf, size, "%s/templates/%s", root ? root : ".", name);
+}
+
+static const ModelShape *find_model(const ModelShape *m, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(m[i].name, name) == 0) return &m[i];
+    fail_msg("templates/model_presets.csv has no '%s'", name);
+    return NULL;
+}
+
+// fp16 caches, 80 GB (8e10 bytes):
+//   Llama-2-7B   MHA    2 x 32 x 128 = 8192 per token-layer, x 32 layers x 2 B = 524,288 B/token;
+//                       152,587 tokens (152,587.9); beside 13.48 GB of weights 126,882 (126,882.9)
+//   Llama-2-70B  GQA-8  2 x 8 x 128 = 2048 against MHA's 2 x 64 x 128 = 16,384: 8x;
+//                       x 80 layers x 2 B = 327,680 B/token, 244,140 tokens; weights alone exceed 80 GB
+//   DeepSeek-V2  MLA    512 + 64 = 576 against its MHA's 2 x 128 x 128 = 32,768 (56.9x), and
+//                       against the lecture's 16,384 (64 heads of 128): 28.4x, "28x";
+//                       x 60 layers x 2 B = 69,120 B/token, 1,157,407 tokens
+static void test_presets(void **state) {
+    (void)state;
+    char path[1024];
+    Error err;
+    ModelShape *models;
+    int n;
+    template_path(path, sizeof path, "model_presets.csv");
+    if (budget_load_models(path, &models, &n, &err)) fail_msg("%s", err.msg);
+    AvPresetKv l7 = av_preset_kv(find_model(models, n, "Llama-2-7B"), 80e9);
+    assert_string_equal(l7.attention, "mha");
+    assert_near(l7.elements_per_token_layer, 8192, 0);
+    assert_near(l7.reduction_vs_mha, 1, 0);
+    assert_near(l7.bytes_per_token, 524288, 0);
+    assert_int_equal(l7.context_fit, 152587);
+    assert_near(l7.context_fit_beside_weights, 126882, 0);
+    AvPresetKv l70 = av_preset_kv(find_model(models, n, "Llama-2-70B"), 80e9);
+    assert_string_equal(l70.attention, "gqa-8");
+    assert_near(l70.elements_per_token_layer, 2048, 0);
+    assert_near(l70.mha_elements_per_token_layer, 16384, 0);
+    assert_near(l70.reduction_vs_mha, 8, 0);
+    assert_near(l70.bytes_per_token, 327680, 0);
+    assert_int_equal(l70.context_fit, 244140);
+    assert_near(l70.context_fit_beside_weights, 0, 0);
+    AvPresetKv ds = av_preset_kv(find_model(models, n, "DeepSeek-V2"), 80e9);
+    assert_string_equal(ds.attention, "mla");
+    assert_near(ds.elements_per_token_layer, 576, 0);
+    assert_near(ds.mha_elements_per_token_layer, 32768, 0);
+    assert_near(ds.reduction_vs_mha, 32768.0 / 576, 1e-12);
+    assert_near(l70.mha_elements_per_token_layer / ds.elements_per_token_layer, 28.44, 0.005);
+    assert_near(ds.bytes_per_token, 69120, 0);
+    assert_int_equal(ds.context_fit, 1157407);
+    free(models);
+}
+
+// ---- bin/train's records --------------------------------------------------------------------
+
+#define RECORD_HEADER "name,role,attention,params,val_bits_per_byte,passkey_accuracy\n"
+
+static char dir[64];
+
+static void write_record(const char *text) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/attn-x.summary.csv", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void expect_record_error(const char *text, const char *what) {
+    write_record(text);
+    AvRecord r;
+    Error err = {{0}};
+    if (av_read_record(dir, "attn-x", &r, &err) == 0) fail_msg("accepted a bad record (want '%s'):\n%s", what, text);
+    if (!strstr(err.msg, "attn-x.summary.csv") || !strstr(err.msg, what))
+        fail_msg("message '%s' lacks the file or '%s'", err.msg, what);
+}
+
+static void test_read_record(void **state) {
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/test_attention_variants_%d", (int)getpid());
+    assert_int_equal(mkdir(dir, 0700), 0);
+    write_record(RECORD_HEADER "attn-x,attention,gqa,123456,1.75,0.9\n");
+    AvRecord r;
+    Error err;
+    if (av_read_record(dir, "attn-x", &r, &err)) fail_msg("%s", err.msg);
+    assert_near(r.params, 123456, 0);
+    assert_near(r.val_bits_per_byte, 1.75, 0);
+    assert_near(r.passkey_accuracy, 0.9, 0);
+    expect_record_error(RECORD_HEADER "attn-y,attention,gqa,123456,1.75,0.9\n", "the record of 'attn-y'");
+    expect_record_error(RECORD_HEADER "attn-x,attention,gqa,123456,1.75,0.9\nattn-x,attention,gqa,1,1,1\n",
+                        ":3: more than one record");
+    expect_record_error(RECORD_HEADER, "no record");
+    expect_record_error(RECORD_HEADER "attn-x,attention,gqa,123456,fast,0.9\n", ":2: column 'val_bits_per_byte'");
+    expect_record_error(RECORD_HEADER "attn-x,attention,gqa,123456,1.75,1.5\n", "not in [0, 1]");
+    expect_record_error("name,params,val_bits_per_byte\nattn-x,1,2\n", "no column 'passkey_accuracy'");
+    char path[128];
+    snprintf(path, sizeof path, "%s/attn-x.summary.csv", dir);
+    unlink(path);
+    assert_int_equal(av_read_record(dir, "attn-x", &r, &err), -1);
+    assert_non_null(strstr(err.msg, "cannot open"));
+    rmdir(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_formula_by_hand),
+        cmocka_unit_test(test_formula_matches_allocator),
+        cmocka_unit_test(test_budget_fit),
+        cmocka_unit_test(test_presets),
+        cmocka_unit_test(test_read_record),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
