@@ -224,7 +224,7 @@ TARGET     := $(MODELS_DIR)/target.gguf
 # the zoo's drafts for speculative decoding, small to large (bin/train --list)
 DRAFTS     := $(patsubst %,$(MODELS_DIR)/%.gguf,draft-xs draft-s draft-m)
 # the zoo's attention variants (role "attention"), trained alike, that bin/attention_variants compares
-ATTN_VARIANTS := $(patsubst %,$(MODELS_DIR)/%.gguf,attn-mha attn-gqa attn-mqa)
+ATTN_VARIANTS := $(patsubst %,$(MODELS_DIR)/%.gguf,attn-mha attn-gqa attn-mqa attn-mla attn-gqa-cla)
 empty      :=
 comma      := ,
 RUN        = $(BIN)/$(1) --profile $(PROFILE) --out $(OUT)

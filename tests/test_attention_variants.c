@@ -1,6 +1,7 @@
 // test_attention_variants.c: the arithmetic of bin/attention_variants
-// (experiments/attention_variants/variants.c): the KV formula against hand counts and against
-// the bytes the allocator hands out for every attention variant of both zoos, the 1 GiB
+// (experiments/attention_variants/variants.c): the KV formula against hand counts (MHA, GQA,
+// MQA, MLA, CLA) and against the bytes the allocator hands out for every attention variant
+// of both zoos, the 1 GiB
 // budget fit, the real models' KV per token and 80 GB contexts (Llama-2-7B MHA, Llama-2-70B
 // GQA-8, DeepSeek-V2 MLA 512 + 64: the lecture's 8x and 28x), and bin/train's records read or
 // rejected with the file and line named.
@@ -54,6 +55,22 @@ static void test_formula_by_hand(void **state) {
         assert_near(kv.bytes_per_token, cases[i].bytes_per_token, 0.0);
         assert_int_equal(av_kv_formula_bytes(&c, 1000), (size_t)(1000 * cases[i].bytes_per_token));
     }
+    // MLA with d_c = 64, d_r = 8 caches 64 + 8 = 72 floats per token-layer, 3 x 72 x 4 = 864
+    // bytes per token; GQA-2 sharing each pair of its 3 layers caches 2 of them ({0, 1}, {2}):
+    // 2 x 64 floats / 3 layers = 42.67 per token-layer, 2 x 64 x 4 = 512 bytes per token.
+    Config mla = shape(3, 8, 8, 16);
+    mla.kv_lora_rank = 64, mla.rope_dim = 8;
+    AvKv kv = av_kv(&mla);
+    assert_int_equal(kv.cached_layers, 3);
+    assert_near(kv.elements_per_token_layer, 72, 0.0);
+    assert_near(kv.bytes_per_token, 864, 0.0);
+    Config cla = shape(3, 8, 2, 16);
+    cla.kv_share = 2;
+    kv = av_kv(&cla);
+    assert_int_equal(kv.cached_layers, 2);
+    assert_near(kv.elements_per_cached_layer, 64, 0.0);
+    assert_near(kv.elements_per_token_layer, 128.0 / 3, 1e-12);
+    assert_near(kv.bytes_per_token, 512, 0.0);
 }
 
 // Allocated bytes are the formula's plus the allocator's overhead: at most a chunk header and

@@ -146,20 +146,20 @@ static const struct {
     {"speculative_verify.csv", "backend,rows,time_ms_median,time_ms_p10,time_ms_p90,reps,verify_v", 9},
     // per temperature: the best, each draft's best, the two questions; then the best of all
     {"speculative_findings.csv", "finding,temperature,draft,gamma,value,verdict", 2 * 7 + 1},
-    // the quick zoo's attention variants (MHA, GQA, MQA) x 3 timed / 5 allocated / 4 budget
+    // the quick zoo's attention variants (MHA, GQA, MQA, MLA, GQA + CLA) x 3 timed / 5 allocated / 4 budget
     // contexts; the presets table's rows
     {"attention_variants.csv", "variant,attention,params,n_layers,n_heads,n_kv_heads,head_dim,cached_layers,"
                                "kv_elements_per_token_layer,kv_bytes_per_token_layer,kv_bytes_per_token,"
                                "allocated_bytes_per_token_layer,kv_reduction_vs_mha,val_bits_per_byte,bpb_cost_vs_mha,"
                                "passkey_accuracy,passkey_cost_vs_mha,kv_budget_bytes,kv_budget_tokens,"
-                               "decode_tok_s_ctx256,decode_tok_s_ctx1024,decode_tok_s_ctx4096", 3},
+                               "decode_tok_s_ctx256,decode_tok_s_ctx1024,decode_tok_s_ctx4096", 5},
     {"attention_variants_speed.csv", "backend,variant,attention,context_len,prefill_ms_median,prefill_ms_p10,"
                                      "prefill_ms_p90,prefill_tok_s,prefill_reps,decode_ms_median,decode_ms_p10,"
-                                     "decode_ms_p90,decode_tok_s,decode_tok_s_p10,decode_tok_s_p90,decode_steps", 3 * 3},
+                                     "decode_ms_p90,decode_tok_s,decode_tok_s_p10,decode_tok_s_p90,decode_steps", 5 * 3},
     {"attention_variants_memory.csv", "backend,variant,attention,context_len,element_bytes,formula_bytes,"
-                                      "allocated_bytes", 3 * 5},
+                                      "allocated_bytes", 5 * 5},
     {"attention_variants_budget.csv", "variant,attention,context_len,kv_budget_bytes,kv_bytes_per_sequence,max_batch,"
-                                      "max_batch_tokens", 3 * 4},
+                                      "max_batch_tokens", 5 * 4},
     {"attention_variants_presets.csv", "model,attention,n_layers,n_heads,n_kv_heads,head_dim,kv_lora_rank,"
                                        "rope_head_dim,kv_elements_per_token_layer,mha_elements_per_token_layer,"
                                        "kv_reduction_vs_mha,kv_bytes_per_token_fp16,context_fit_80gb,"

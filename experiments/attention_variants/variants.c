@@ -13,8 +13,9 @@
 
 AvKv av_kv(const Config *c) {
     AvKv kv;
-    kv.cached_layers = c->n_layers;
-    kv.elements_per_cached_layer = 2.0 * c->n_kv_heads * c->head_dim;
+    kv.cached_layers = (c->n_layers + c->kv_share - 1) / c->kv_share; // CLA: one cache per set of layers
+    kv.elements_per_cached_layer = c->kv_lora_rank > 0 ? (double)c->kv_lora_rank + c->rope_dim // MLA: [c_kv; k_R]
+                                                       : 2.0 * c->n_kv_heads * c->head_dim;
     kv.elements_per_token_layer = kv.cached_layers * kv.elements_per_cached_layer / c->n_layers;
     kv.bytes_per_token = kv.cached_layers * kv.elements_per_cached_layer * AV_ELEMENT_BYTES;
     return kv;
@@ -27,7 +28,7 @@ size_t av_kv_formula_bytes(const Config *c, int capacity) {
 size_t av_kv_allocated_bytes(const Ops *ops, const Config *c, int capacity) {
     size_t before = ops->allocated_bytes();
     KVCache cache;
-    kv_cache_alloc(&cache, ops, c->n_layers, c->n_kv_heads, c->head_dim, capacity);
+    model_kv_cache_alloc(&cache, ops, c, capacity);
     size_t bytes = ops->allocated_bytes() - before;
     kv_cache_free(&cache);
     return bytes;

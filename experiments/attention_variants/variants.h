@@ -32,12 +32,14 @@ typedef struct {
 } AvKv;
 
 // The formula: MHA, GQA and MQA cache a key and a value of head_dim for each of n_kv_heads
-// KV heads in every layer, 2 * n_kv_heads * head_dim floats per token-layer.
+// KV heads, 2 * n_kv_heads * head_dim floats per token in each cached layer; MLA caches the
+// latent and the decoupled RoPE key, kv_lora_rank + rope_dim; with cross-layer sharing only
+// ceil(n_layers / kv_share) layers keep a cache.
 AvKv av_kv(const Config *c);
 // Bytes a cache of `capacity` positions takes by the formula: capacity * bytes_per_token.
 size_t av_kv_formula_bytes(const Config *c, int capacity);
 // Bytes the backend's allocator hands out for the cache a session of this model allocates
-// (kv_cache_alloc) with `capacity` positions: ops->allocated_bytes across the allocation.
+// (model_kv_cache_alloc) with `capacity` positions: ops->allocated_bytes across the allocation.
 // The formula's bytes plus the allocator's own overhead (chunk headers, page rounding).
 size_t av_kv_allocated_bytes(const Ops *ops, const Config *c, int capacity);
 
