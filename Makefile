@@ -95,7 +95,7 @@ $(BUILD)/experiments/lab/hw.o: CFLAGS += -DINFERLAB_CFLAGS='"$(HW_CFLAGS)"'
 # only it uses) built into bin/<name>, a step of `make report` and of the end-to-end test; the
 # CUDA ones also run with --backend cuda where there is a GPU. TOOLS have the same layout and
 # are not report steps. A program of one file, experiments/<name>.c, builds as bin/<name> too.
-EXPERIMENTS      := sampling speculative kv_cache attention_kernels hardware_budget
+EXPERIMENTS      := sampling speculative kv_cache long_context attention_kernels hardware_budget
 CUDA_EXPERIMENTS := kv_cache attention_kernels hardware_budget
 TOOLS            := generate hwinfo
 LAB_SRC    := $(wildcard experiments/lab/*.c)
@@ -231,6 +231,9 @@ kv_cache_CSV               = kv_cache_runs.csv
 kv_cache_ARGS              = --model $(TARGET)
 kv_cache_INPUTS            = $(TARGET)
 kv_cache_CUDA_SKIP         = kv_cache_runs.cuda.skip
+long_context_CSV           = long_context_cost.csv
+long_context_ARGS          = --model $(TARGET)
+long_context_INPUTS        = $(TARGET)
 attention_kernels_CSV      = attention_kernels.csv
 attention_kernels_CUDA_SKIP = attention_kernels.cuda.skip
 hardware_budget_CSV        = hardware_budget.csv

@@ -208,6 +208,8 @@ static void runstate_alloc(RunState *s, const Ops *ops, const Config *c, DType d
     s->attn_scratch = ops->alloc(s->attn_scratch_bytes);
     s->tokens = ops->alloc(R * sizeof(int));
     s->pos = ops->alloc(R * sizeof(int));
+    s->layouts = ops->alloc(R * sizeof(KVLayout));
+    s->layouts_host = mallocCheck(R * sizeof(KVLayout));
     s->keys = ops->alloc(L * R * sizeof(float *));
     s->values = ops->alloc(L * R * sizeof(float *));
     s->logits_host = mallocCheck(R * V * sizeof(float));
@@ -225,10 +227,12 @@ static void runstate_alloc(RunState *s, const Ops *ops, const Config *c, DType d
 static void runstate_free(RunState *s, const Ops *ops) {
     void *bufs[] = {s->x,      s->xb,          s->q,           s->k,      s->v,        s->att,
                     s->proj,   s->hb,          s->hb2,         s->logits, s->matmul_scratch,
-                    s->attn_scratch, s->inv_freq, s->tokens,   s->pos,    s->keys,     s->values};
+                    s->attn_scratch, s->inv_freq, s->tokens,   s->pos,    s->keys,     s->values,
+                    s->layouts};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ops->free(bufs[i]);
     free(s->logits_host);
     free(s->pos_host);
+    free(s->layouts_host);
     free(s->keys_host);
     free(s->values_host);
     memset(s, 0, sizeof *s);
@@ -265,7 +269,10 @@ size_t engine_weight_bytes(const Engine *e) {
 static void stage_rows(Engine *e, KVCache **caches, const int *tokens, const int *pos, int R) {
     RunState *s = &e->s;
     int L = e->config.n_layers;
-    for (int r = 0; r < R; r++) s->pos_host[r] = pos[r];
+    for (int r = 0; r < R; r++) {
+        s->pos_host[r] = pos[r];
+        s->layouts_host[r] = caches[r]->layout;
+    }
     for (int l = 0; l < L; l++)
         for (int r = 0; r < R; r++) {
             s->keys_host[(size_t)l * R + r] = kv_cache_layer_key(caches[r], l);
@@ -273,6 +280,7 @@ static void stage_rows(Engine *e, KVCache **caches, const int *tokens, const int
         }
     e->ops->upload(s->tokens, tokens, (size_t)R * sizeof(int));
     e->ops->upload(s->pos, s->pos_host, (size_t)R * sizeof(int));
+    e->ops->upload(s->layouts, s->layouts_host, (size_t)R * sizeof(KVLayout));
     e->ops->upload(s->keys, s->keys_host, (size_t)L * R * sizeof(float *));
     e->ops->upload(s->values, s->values_host, (size_t)L * R * sizeof(float *));
 }
@@ -283,12 +291,17 @@ void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *p
     const Config *c = &e->config;
     RunState *s = &e->s;
     int C = c->dim, H = c->hidden_dim, hd = c->head_dim, kv_dim = c->n_kv_heads * hd;
-    AttentionShape shape = {c->n_heads, c->n_kv_heads, hd, c->window, c->n_sink, 1.0f / sqrtf((float)hd)};
+    AttentionShape shape = {c->n_heads, c->n_kv_heads, hd, c->window, c->n_sink, 1.0f / sqrtf((float)hd),
+                            c->cache_positions, s->inv_freq};
     if (R > s->max_rows) die("engine_forward: %d rows exceed the engine's %d", R, s->max_rows);
-    for (int r = 0; r < R; r++)
-        if (pos[r] >= s->max_keys || pos[r] >= caches[r]->capacity)
-            die("engine_forward: position %d is beyond the engine's %d keys or its cache's %d", pos[r],
-                s->max_keys, caches[r]->capacity);
+    for (int r = 0, n; r < R; r += n) { // n: the rows of caches[r]'s sequence, consecutive
+        Error err;
+        for (n = 1; r + n < R && caches[r + n] == caches[r];) n++;
+        if (kv_cache_fits(caches[r], pos[r], pos[r + n - 1] - pos[r] + 1, c->window, c->n_sink, &err))
+            die("engine_forward: %s", err.msg);
+        if (attention_visible_keys(pos[r + n - 1], c->window, c->n_sink).count > s->max_keys)
+            die("engine_forward: position %d sees more keys than the engine's %d", pos[r + n - 1], s->max_keys);
+    }
 
     stage_rows(e, caches, tokens, pos, R);
     ops->embedding(s->x, &e->token_embedding, s->tokens, R); // (R, C)
