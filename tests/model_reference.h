@@ -77,7 +77,7 @@ static inline void ref_forward(const Model *m, const int *tokens, int T, float *
     float *proj = mallocCheck((size_t)T * C * 4), *h1 = mallocCheck((size_t)T * H * 4), *h3 = mallocCheck((size_t)T * H * 4);
     float *inv_freq = mallocCheck((size_t)hd / 2 * sizeof(float));
     float mscale = rope_frequencies(inv_freq, hd, &c->rope);
-    AttentionShape s = {c->n_heads, c->n_kv_heads, hd, c->window, c->n_sink, 1.0f / sqrtf((float)hd)};
+    AttentionShape s = {c->n_heads, c->n_kv_heads, hd, c->window, c->n_sink, 1.0f / sqrtf((float)hd), 0, NULL};
 #define ROUND(buf, n) \
     if (round) round(buf, n, t)
     for (int i = 0; i < T; i++) memcpy(x + (size_t)i * C, w->token_embedding + (size_t)tokens[i] * C, C * 4);

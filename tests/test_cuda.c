@@ -323,11 +323,11 @@ static void test_attention_rows(void **state) {
     (void)state;
     REQUIRE_DEVICE();
     // hd 20: lanes past the head dimension idle; 300 keys: three chunks of 128
-    AttentionShape mha = {6, 6, 20, 0, 0, 1.0f / sqrtf(20.0f)};
-    AttentionShape gqa = {6, 2, 20, 0, 0, 1.0f / sqrtf(20.0f)};
-    AttentionShape wide = {6, 3, 20, 200, 2, 1.0f / sqrtf(20.0f)};  // sinks + window span two chunks
-    AttentionShape narrow = {6, 3, 20, 50, 2, 1.0f / sqrtf(20.0f)};
-    AttentionShape mqa_hd128 = {4, 1, 128, 7, 1, 1.0f / sqrtf(128.0f)};
+    AttentionShape mha = {6, 6, 20, 0, 0, 1.0f / sqrtf(20.0f), 0, NULL};
+    AttentionShape gqa = {6, 2, 20, 0, 0, 1.0f / sqrtf(20.0f), 0, NULL};
+    AttentionShape wide = {6, 3, 20, 200, 2, 1.0f / sqrtf(20.0f), 0, NULL};  // sinks + window span two chunks
+    AttentionShape narrow = {6, 3, 20, 50, 2, 1.0f / sqrtf(20.0f), 0, NULL};
+    AttentionShape mqa_hd128 = {4, 1, 128, 7, 1, 1.0f / sqrtf(128.0f), 0, NULL};
     check_attention_rows(mha, 300, 4, 9, 11);
     check_attention_rows(gqa, 300, 5, 1, 12); // a decode row at position 0
     check_attention_rows(wide, 300, 7, 250, 13);

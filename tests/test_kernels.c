@@ -121,7 +121,7 @@ static void test_swiglu(void **state) {
 static void check_attention(int n_heads, int n_kv, int n_q, int pos0, int window, int n_sink) {
     uint64_t rng = rng_seed(n_heads * 100 + n_kv * 10 + pos0 + window);
     int hd = 16, n_keys = pos0 + n_q, kv_dim = n_kv * hd;
-    AttentionShape s = {n_heads, n_kv, hd, window, n_sink, 0.25f};
+    AttentionShape s = {n_heads, n_kv, hd, window, n_sink, 0.25f, 0, NULL};
     float *q = random_buffer((size_t)n_q * n_heads * hd, &rng);
     float *k = random_buffer((size_t)n_keys * kv_dim, &rng), *v = random_buffer((size_t)n_keys * kv_dim, &rng);
     for (int j = 0; j < n_keys; j++) {
@@ -138,7 +138,7 @@ static void check_attention(int n_heads, int n_kv, int n_q, int pos0, int window
         keys[r] = k;
         values[r] = v;
     }
-    KVRows kv = {n_q, pos, keys, values};
+    KVRows kv = {n_q, pos, keys, values, NULL};
     size_t scratch_bytes = attention_kv_scratch_bytes(n_keys);
     float *scratch = mallocCheck(scratch_bytes);
     attention_kv(got, q, &kv, &s, scratch, scratch_bytes);
@@ -154,14 +154,14 @@ static void test_attention_kv_rows_of_many_sequences(void **state) {
     uint64_t rng = rng_seed(77);
     enum { B = 3, HEADS = 4, KV = 2, HD = 16, CAP = 40 };
     int pos[B] = {5, 39, 0};
-    AttentionShape s = {HEADS, KV, HD, 0, 0, 0.25f};
+    AttentionShape s = {HEADS, KV, HD, 0, 0, 0.25f, 0, NULL};
     float *k[B], *v[B], *q = random_buffer((size_t)B * HEADS * HD, &rng);
     float got[B * HEADS * HD], want[HEADS * HD];
     for (int b = 0; b < B; b++) {
         k[b] = random_buffer((size_t)CAP * KV * HD, &rng);
         v[b] = random_buffer((size_t)CAP * KV * HD, &rng);
     }
-    KVRows kv = {B, pos, k, v};
+    KVRows kv = {B, pos, k, v, NULL};
     size_t bytes = attention_kv_scratch_bytes(CAP);
     float *scratch = mallocCheck(bytes);
     attention_kv(got, q, &kv, &s, scratch, bytes);

@@ -21,7 +21,6 @@
 #include "model_reference.h"
 #include "session.h"
 
-enum { MAX_ROWS = 4 };
 
 // Feed tokens (n) to a session: a prefill of the first n_prefill, then one decode step each.
 // logits (n, V): row i predicts token i + 1.
@@ -40,7 +39,8 @@ static float *stream_logits(const Model *m, const int *tokens, int n, int n_pref
     Engine e;
     Session s;
     float *logits = mallocCheck((size_t)n * m->config.vocab_size * sizeof(float));
-    engine_open(&e, m, ops_cpu(), DTYPE_F32, MAX_ROWS, n);
+    int ring_rows = m->config.n_sink + m->config.window + ring_chunk - 1;
+    engine_open(&e, m, ops_cpu(), DTYPE_F32, MAX_ROWS, ring_rows > n ? ring_rows : n);
     if (ring_chunk) session_open_ring(&s, &e, ring_chunk);
     else session_open(&s, &e, n);
     feed_stream(&s, tokens, n, n_prefill, logits);

@@ -218,7 +218,7 @@ static double attention_loss(void *ctx) {
 static void check_attention(int n_heads, int n_kv_heads, int window, int n_sink) {
     int B = 2, T = 7, hd = 4;
     size_t nq = (size_t)B * T * n_heads * hd, nkv = (size_t)B * T * n_kv_heads * hd;
-    AttentionCase c = {B, T, {n_heads, n_kv_heads, hd, window, n_sink, 0.5f},
+    AttentionCase c = {B, T, {n_heads, n_kv_heads, hd, window, n_sink, 0.5f, 0, NULL},
                        random_floats(nq, 1, 15), random_floats(nkv, 1, 16), random_floats(nkv, 1, 17),
                        mallocCheck(nq * 4), mallocCheck((size_t)B * n_heads * T * T * 4), random_floats(nq, 1, 18)};
     float *dq = mallocCheck(nq * 4), *dk = mallocCheck(nkv * 4), *dv = mallocCheck(nkv * 4);

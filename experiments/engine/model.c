@@ -308,7 +308,7 @@ void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *p
 
     for (int l = 0; l < c->n_layers; l++) {
         const LayerWeights *w = &e->layers[l];
-        KVRows kv = {R, s->pos, s->keys + (size_t)l * R, s->values + (size_t)l * R};
+        KVRows kv = {R, s->pos, s->keys + (size_t)l * R, s->values + (size_t)l * R, s->layouts};
         // attention block
         ops->rmsnorm(s->xb, s->x, w->rms_att, R, C, c->norm_eps);
         ops->matmul(s->q, s->xb, &w->wq, R, s->matmul_scratch); // (R, n_heads * hd)

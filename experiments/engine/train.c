@@ -407,7 +407,7 @@ static void add_inplace(float *x, const float *y, size_t n) {
 
 static AttentionShape attention_shape(const Config *c) {
     AttentionShape s = {c->n_heads, c->n_kv_heads, c->head_dim, c->window, c->n_sink,
-                        1.0f / sqrtf((float)c->head_dim)};
+                        1.0f / sqrtf((float)c->head_dim), 0, NULL}; // training: text positions
     return s;
 }
 

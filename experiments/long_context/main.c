@@ -436,21 +436,21 @@ static const LabTable TABLES[] = {
     {"long_context_ppl",
      "method,context_len,window,n_sink,rope_scaling,rope_factor,context_mult,n_tokens,nats_per_token,ppl,"
      "bits_per_byte,tail_ppl",
-     "method, context -> perplexity and bits/byte of held-out text"},
+     "method, context -> perplexity and bits/byte of held-out text", LAB_CPU},
     {"long_context_stream", "method,position,window,n_sink,cache_positions,n_tokens,nats_per_token,ppl",
-     "method, window of stream positions -> perplexity of a stream decoded through a ring cache"},
+     "method, window of stream positions -> perplexity of a stream decoded through a ring cache", LAB_CPU},
     {"long_context_needle", "method,context_len,depth_percent,context_mult,n_keys,exact_match,token_accuracy",
-     "method, context, needle depth -> passkey retrieval"},
+     "method, context, needle depth -> passkey retrieval", LAB_CPU},
     {"long_context_retrieval", "method,context_len,context_mult,n_samples,exact_match,worst_depth_exact_match",
-     "method, context -> passkey retrieval over every depth"},
+     "method, context -> passkey retrieval over every depth", LAB_CPU},
     {"long_context_summary",
      "method,ppl_best_short,ppl_1x,ppl_2x,ppl_4x,ppl_8x,ppl_16x,ppl_leaves_at_context,needle_1x,needle_4x,"
      "retrieval_up_to_context",
-     "method -> perplexity at 1-16 x the training context, where it leaves its short-context level, retrieval"},
+     "method -> perplexity at 1-16 x T0, where it leaves its short-context level, retrieval", LAB_CPU},
     {"long_context_cost",
      "method,context_len,context_mult,window,n_sink,cache,prefill_ms_median,prefill_ms_p10,prefill_ms_p90,decode_ms_median,"
      "decode_ms_p10,decode_ms_p90,reps,decode_steps,kv_bytes,kv_bytes_allocated",
-     "method, context -> prefill time, decode time per token, KV bytes"},
+     "method, context -> prefill time, decode time per token, KV bytes", LAB_CPU},
     {0},
 };
 
