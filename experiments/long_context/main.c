@@ -27,7 +27,8 @@
 //                            (every recompute_every-th position: n_tokens says how many)
 //   long_context_needle.csv  method, context_len, depth -> passkey exact match and token
 //                            accuracy over held-out keys (passkey_evaluate, corpus.h); the same
-//                            keys and haystacks for every method
+//                            keys and haystacks for every method; full, the windows and the
+//                            scalings at S = 4 (--all-needles: every method)
 //   long_context_retrieval.csv  method, context_len -> the needle accuracy over all depths
 //   long_context_summary.csv    method -> perplexity at 1, 2, 4, 8, 16 x T0, where it leaves
 //                            its short-context level (LEAVE_RATIO), retrieval at 1 and 4 x T0
@@ -55,14 +56,19 @@ typedef struct {
     int cache_positions;
     const char *rope; // scaling name
     double factor;
+    int needles;      // in the needle sweep without --all-needles
 } Method;
 
+// A needle costs a prefill of its whole context, and at 4 T0 full attention's quadratic term
+// dominates: the default sweep scores the scalings at S = 4 only (made for 4 T0).
 static const Method METHODS[] = {
-    {"full", 0, 0, 0, "none", 1},        {"window_half", 2, 0, 0, "none", 1}, {"window_quarter", 4, 0, 0, "none", 1},
-    {"window_quarter_sink4", 4, 4, 1, "none", 1},
-    {"pi_2", 0, 0, 0, "linear", 2},     {"pi_4", 0, 0, 0, "linear", 4},     {"pi_8", 0, 0, 0, "linear", 8},
-    {"ntk_2", 0, 0, 0, "ntk", 2},       {"ntk_4", 0, 0, 0, "ntk", 4},       {"ntk_8", 0, 0, 0, "ntk", 8},
-    {"yarn_2", 0, 0, 0, "yarn", 2},     {"yarn_4", 0, 0, 0, "yarn", 4},     {"yarn_8", 0, 0, 0, "yarn", 8},
+    {"full", 0, 0, 0, "none", 1, 1},           {"window_half", 2, 0, 0, "none", 1, 1},
+    {"window_quarter", 4, 0, 0, "none", 1, 1}, {"window_quarter_sink4", 4, 4, 1, "none", 1, 1},
+    {"pi_2", 0, 0, 0, "linear", 2, 0},         {"pi_4", 0, 0, 0, "linear", 4, 1},
+    {"pi_8", 0, 0, 0, "linear", 8, 0},         {"ntk_2", 0, 0, 0, "ntk", 2, 0},
+    {"ntk_4", 0, 0, 0, "ntk", 4, 1},           {"ntk_8", 0, 0, 0, "ntk", 8, 0},
+    {"yarn_2", 0, 0, 0, "yarn", 2, 0},         {"yarn_4", 0, 0, 0, "yarn", 4, 1},
+    {"yarn_8", 0, 0, 0, "yarn", 8, 0},
 };
 enum { N_METHODS = sizeof METHODS / sizeof METHODS[0], N_COST_METHODS = 4 }; // cost: the first four
 
@@ -90,7 +96,7 @@ typedef struct {
 } Sizes;
 
 static const Sizes FULL = {1, 8, 20, 4, 16384, 512, 64, 3, 8};
-static const Sizes QUICK = {1, 4, 20, 4, 4096, 256, 32, 1, 4};
+static const Sizes QUICK = {1, 2, 4, 4, 2048, 256, 32, 1, 4};
 
 enum { N_DEPTHS = 5, MAX_CONTEXTS = 16 };
 #define PASSKEY_SEED 0x10c0
@@ -105,9 +111,12 @@ typedef struct {
     size_t n_val;
     int T0;        // training context
     int contexts[MAX_CONTEXTS], n_contexts; // 64, 128, ... 16 T0
-    int needle_contexts[MAX_CONTEXTS], n_needle_contexts; // T0 / 2 .. needle_max_mult T0
+    int needle_contexts[MAX_CONTEXTS], n_needle_contexts; // T0 / 2 .. needle_max_mult T0 (a passkey fits)
+    int all_needles; // --all-needles: every method in the needle sweep
     double ppl[N_METHODS][MAX_CONTEXTS], needle[N_METHODS][MAX_CONTEXTS]; // for the summary
 } Lab;
+
+static int in_needle_sweep(const Lab *lab, int method) { return lab->all_needles || METHODS[method].needles; }
 
 static double token_bytes(const Lab *lab, int token) { return lab->tok.piece_len[token]; }
 
@@ -289,6 +298,7 @@ static void run_stream(Lab *lab, CsvWriter *w) {
 static void run_needles(Lab *lab, CsvWriter *cells, CsvWriter *summary) {
     const int *contexts = lab->needle_contexts, n = lab->n_needle_contexts;
     for (int mi = 0; mi < N_METHODS; mi++) {
+        if (!in_needle_sweep(lab, mi)) continue;
         const Method *me = &METHODS[mi];
         Model m = method_model(&lab->target, me, lab->T0, contexts[n - 1]);
         for (int i = 0; i < n; i++) {
@@ -361,9 +371,9 @@ static void measure_cost(Lab *lab, const Method *me, int T, const int *tokens, C
     BenchStats pre = bench_stats(prefill, sz->cost_reps), dec = bench_stats(decode, sz->cost_reps * sz->cost_decode);
     if (w)
         csv_row(w, "%s,%d,%.6g,%d,%d,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%d,%zu,%zu", me->name, T, T / (double)lab->T0,
-                c->window, c->n_sink,
-            c->window ? "ring" : "contiguous", pre.median_ms, pre.p10_ms, pre.p90_ms, dec.median_ms, dec.p10_ms,
-            dec.p90_ms, sz->cost_reps, sz->cost_decode, cache_bytes, allocated_cache_bytes(c, capacity));
+                c->window, c->n_sink, c->window ? "ring" : "contiguous", pre.median_ms, pre.p10_ms, pre.p90_ms,
+                dec.median_ms, dec.p10_ms, dec.p90_ms, sz->cost_reps, sz->cost_decode, cache_bytes,
+                allocated_cache_bytes(c, capacity));
     free(prefill);
     free(decode);
     engine_close(&e);
@@ -409,25 +419,31 @@ static void write_summary(const Lab *lab, CsvWriter *w) {
             if (lab->contexts[i] > lab->T0 && ppl[i] > LEAVE_RATIO * best) leaves = lab->contexts[i];
         for (int i = 0; i < lab->n_needle_contexts; i++)
             if (lab->needle[mi][i] >= RETRIEVED) retrieved = lab->needle_contexts[i];
-        csv_row(w, "%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%.6g,%.6g,%d", METHODS[mi].name, best,
+        char needles[96] = ",,"; // empty cells: not in the needle sweep
+        if (in_needle_sweep(lab, mi))
+            snprintf(needles, sizeof needles, "%.6g,%.6g,%d",
+                     at_mult(lab->needle[mi], lab->needle_contexts, lab->n_needle_contexts, lab->T0, 1),
+                     at_mult(lab->needle[mi], lab->needle_contexts, lab->n_needle_contexts, lab->T0, 4), retrieved);
+        csv_row(w, "%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%s", METHODS[mi].name, best,
                 at_mult(ppl, lab->contexts, lab->n_contexts, lab->T0, 1),
                 at_mult(ppl, lab->contexts, lab->n_contexts, lab->T0, 2),
                 at_mult(ppl, lab->contexts, lab->n_contexts, lab->T0, 4),
                 at_mult(ppl, lab->contexts, lab->n_contexts, lab->T0, 8),
-                at_mult(ppl, lab->contexts, lab->n_contexts, lab->T0, 16), leaves,
-                at_mult(lab->needle[mi], lab->needle_contexts, lab->n_needle_contexts, lab->T0, 1),
-                at_mult(lab->needle[mi], lab->needle_contexts, lab->n_needle_contexts, lab->T0, 4), retrieved);
+                at_mult(ppl, lab->contexts, lab->n_contexts, lab->T0, 16), leaves, needles);
     }
 }
 
 // ---- the program -------------------------------------------------------------------------------
 
 static const char *model_path, *tokenizer_path, *corpus_path;
+static int all_needles;
 
 static const LabOption OPTIONS[] = {
     LAB_CHECKPOINT_OPTIONS(model_path, tokenizer_path),
     {.name = "corpus", .kind = LAB_TEXT, .value = &corpus_path, .arg = "FILE",
      .help = "the models' training text, for its held-out split (default $CORPUS, else the KJV)"},
+    {.name = "all-needles", .kind = LAB_FLAG, .value = &all_needles,
+     .help = "needles for every method, not only full, the windows and the scalings at S = 4 (about 2x longer)"},
     {0},
 };
 
@@ -462,8 +478,8 @@ static void load(Lab *lab) {
         die("long_context: %s already has a window or RoPE scaling: give the plain target", model_path);
     lab->T0 = c->seq_len;
     for (int T = 64; T <= 16 * lab->T0 && lab->n_contexts < MAX_CONTEXTS; T *= 2) lab->contexts[lab->n_contexts++] = T;
-    for (int T = lab->T0 / 2; T <= lab->sz->needle_max_mult * lab->T0; T *= 2)
-        lab->needle_contexts[lab->n_needle_contexts++] = T;
+    for (int T = lab->T0 / 2; T <= lab->sz->needle_max_mult * lab->T0; T *= 2) // those a passkey fits in
+        if (T >= passkey_min_len(&lab->tok)) lab->needle_contexts[lab->n_needle_contexts++] = T;
     const char *corpus = corpus_path ? corpus_path : getenv("CORPUS");
     if (corpus_load(&lab->corpus, corpus && *corpus ? corpus : NULL, &err)) die("%s", err.msg);
     lab->val = mallocCheck(tokenizer_max_tokens(lab->corpus.val_len) * sizeof(int));
@@ -472,7 +488,7 @@ static void load(Lab *lab) {
 }
 
 static int run(LabRun *r) {
-    Lab lab = {.sz = r->quick ? &QUICK : &FULL};
+    Lab lab = {.sz = r->quick ? &QUICK : &FULL, .all_needles = all_needles};
     load(&lab);
     CsvWriter ppl = lab_csv(r, TABLE_PPL), stream = lab_csv(r, TABLE_STREAM), needle = lab_csv(r, TABLE_NEEDLE);
     CsvWriter retrieval = lab_csv(r, TABLE_RETRIEVAL), summary = lab_csv(r, TABLE_SUMMARY);
