@@ -101,7 +101,7 @@ $(BUILD)/experiments/lab/hw.o: CFLAGS += -DINFERLAB_CFLAGS='"$(HW_CFLAGS)"'
 # only it uses) built into bin/<name>, a step of `make report` and of the end-to-end test; the
 # CUDA ones also run with --backend cuda where there is a GPU. TOOLS have the same layout and
 # are not report steps. A program of one file, experiments/<name>.c, builds as bin/<name> too.
-EXPERIMENTS      := sampling speculative kv_cache attention_variants attention_kernels hardware_budget quantization
+EXPERIMENTS      := sampling speculative kv_cache attention_variants long_context attention_kernels hardware_budget quantization
 CUDA_EXPERIMENTS := kv_cache attention_kernels hardware_budget
 TOOLS            := generate hwinfo quantize
 LAB_SRC    := $(wildcard experiments/lab/*.c)
@@ -246,6 +246,9 @@ kv_cache_CUDA_SKIP         = kv_cache_runs.cuda.skip
 attention_variants_CSV     = attention_variants.csv
 attention_variants_ARGS    = --models $(MODELS_DIR)
 attention_variants_INPUTS  = $(ATTN_VARIANTS) templates/model_presets.csv
+long_context_CSV           = long_context_cost.csv
+long_context_ARGS          = --model $(TARGET)
+long_context_INPUTS        = $(TARGET)
 attention_kernels_CSV      = attention_kernels.csv
 attention_kernels_CUDA_SKIP = attention_kernels.cuda.skip
 hardware_budget_CSV        = hardware_budget.csv

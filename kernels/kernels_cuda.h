@@ -129,18 +129,21 @@ double cuda_matmul_bench(GemmMode mode, int M, int N, int K, int warmup, int rep
 
 // attention_kv for R query rows that may belong to different sequences (a batched decode
 // step, or the rows of one prefill chunk): row r of q (R, n_heads, head_dim) is at position
-// pos[r] and attends to keys 0 .. pos[r] (window and sinks as in attention_visible) stored
-// in keys[r], values[r], rows of the shape's key / value strides (ops.h's AttentionShape).
-// pos, keys and values are device arrays (of device pointers). out (R, n_heads, value_dim).
-// Any head_dim; online softmax over key chunks, so no score buffer grows with the context.
+// pos[r] and attends to keys 0 .. pos[r] (window and sinks as in attention_visible, and
+// StreamingLLM's position rule when shape->cache_positions) stored in keys[r], values[r],
+// rows of the shape's key / value strides (ops.h's AttentionShape), position j at row
+// kv_layout_row(layouts[r], j) (j when layouts is NULL). pos, keys, values and layouts are
+// device arrays (keys and values of device pointers). out (R, n_heads, value_dim). Any
+// head_dim; online softmax over key chunks, so no score buffer grows with the context; only
+// visible keys are read.
 void cuda_attention_rows(float *out, const float *q, float *const *keys, float *const *values,
-                         const int *pos, int R, const AttentionShape *shape);
+                         const int *pos, const KVLayout *layouts, int R, const AttentionShape *shape);
 
-// Write row r of k and v (R, kv_dim) at position pos[r] of keys[r] / values[r] (device
-// arrays as above): appending a step's keys and values to each sequence's cache. v = NULL
-// writes the keys only (values that live in the key rows).
+// Write row r of k and v (R, kv_dim) at position pos[r] of keys[r] / values[r] (at its row
+// in layouts[r]; device arrays as above): appending a step's keys and values to each
+// sequence's cache. v = NULL writes the keys only (values that live in the key rows).
 void cuda_kv_append(float *const *keys, float *const *values, const float *k, const float *v,
-                    const int *pos, int R, int kv_dim);
+                    const int *pos, const KVLayout *layouts, int R, int kv_dim);
 
 // ---- full-sequence attention: naive vs flash (project 15) ----------------------------------
 // q, k, v, out: (B, H, T, D) contiguous on the device, all of one dtype, 16-byte aligned

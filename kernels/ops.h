@@ -53,32 +53,76 @@ typedef struct {
     float scale;  // usually 1/sqrt(head_dim)
     int value_dim;                // 0 = head_dim
     int key_stride, value_stride; // floats between positions' rows; 0 = n_kv_heads * head_dim (value_dim)
+    // StreamingLLM's position rule (1) instead of the text's positions (0): RoPE places the
+    // visible keys at their positions within the cache (the sinks, then the window), so the
+    // sinks sit just before the window. Keys are cached rotated at their text positions and
+    // RoPE depends only on q and k's distance, so window keys need nothing; a sink's score
+    // is taken against the query rotated back by the number of evicted positions (which
+    // brings every sink that far closer). inv_freq (head_dim / 2, backend memory) gives the
+    // angles; unused when 0.
+    int cache_positions;
+    const float *inv_freq;
 } AttentionShape;
 
-static inline int attention_value_dim(const AttentionShape *s) { return s->value_dim ? s->value_dim : s->head_dim; }
-static inline int attention_key_stride(const AttentionShape *s) {
+// The inline helpers below serve the CUDA kernels too.
+#ifdef __CUDACC__
+#define OPS_INLINE static inline __host__ __device__
+#else
+#define OPS_INLINE static inline
+#endif
+
+OPS_INLINE int attention_value_dim(const AttentionShape *s) { return s->value_dim ? s->value_dim : s->head_dim; }
+OPS_INLINE int attention_key_stride(const AttentionShape *s) {
     return s->key_stride ? s->key_stride : s->n_kv_heads * s->head_dim;
 }
-static inline int attention_value_stride(const AttentionShape *s) {
+OPS_INLINE int attention_value_stride(const AttentionShape *s) {
     return s->value_stride ? s->value_stride : s->n_kv_heads * attention_value_dim(s);
 }
 
 // Does a query at position p see the key at position j? Shared by every attention kernel.
-static inline int attention_visible(int p, int j, int window, int n_sink) {
+OPS_INLINE int attention_visible(int p, int j, int window, int n_sink) {
     return j <= p && (window == 0 || p - j < window || j < n_sink);
+}
+
+// The keys a query at position p sees, in increasing order: the sinks 0 .. n_sinks - 1 that
+// lie before the window, then lo .. p. evicted = lo - n_sinks positions are out of sight
+// (StreamingLLM's rule shifts the sinks by that much).
+typedef struct {
+    int n_sinks, lo, count, evicted;
+} VisibleKeys;
+
+OPS_INLINE VisibleKeys attention_visible_keys(int p, int window, int n_sink) {
+    int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+    int n_sinks = n_sink < lo ? n_sink : lo;
+    VisibleKeys v = {n_sinks, lo, n_sinks + p - lo + 1, lo - n_sinks};
+    return v;
+}
+
+// How a sequence's cache lays its positions out in rows. Contiguous (ring == 0): position j
+// at row j. Ring: the first `sinks` positions at rows 0 .. sinks - 1 for good, every later
+// one at sinks + (j - sinks) % ring, overwriting the position `ring` before it (a window of
+// up to ring positions stays readable).
+typedef struct {
+    int sinks, ring;
+} KVLayout;
+
+OPS_INLINE int kv_layout_row(KVLayout l, int j) {
+    return l.ring == 0 || j < l.sinks ? j : l.sinks + (j - l.sinks) % l.ring;
 }
 
 // Where R query rows find one layer's keys and values: row r is at position pos[r] of its
 // sequence, whose cached keys and values for this layer start at keys[r] and values[r],
-// position p at row p (rows of the shape's key / value stride; values[r] may equal keys[r]
-// when the values are part of the key rows, as in MLA's latent cache). Rows of one sequence
-// share the pointers; a prefill chunk is consecutive rows of one sequence, a batched decode
-// step one row of each. All three arrays live in backend memory.
+// position p at row kv_layout_row(layouts[r], p) (row p when layouts is NULL), in rows of the
+// shape's key / value stride; values[r] may equal keys[r] when the values are part of the key
+// rows, as in MLA's latent cache. Rows of one sequence share the pointers; a prefill chunk is
+// consecutive rows of one sequence, a batched decode step one row of each. All four arrays
+// live in backend memory.
 typedef struct {
     int R;
-    const int *pos;       // (R)
-    float *const *keys;   // (R)
-    float *const *values; // (R)
+    const int *pos;           // (R)
+    float *const *keys;       // (R)
+    float *const *values;     // (R)
+    const KVLayout *layouts;  // (R), or NULL: every cache contiguous
 } KVRows;
 
 typedef struct Ops {
@@ -115,13 +159,15 @@ typedef struct Ops {
     void (*rope)(float *x, int R, int n_heads, int head_dim, int rot_dim, const int *pos, const float *inv_freq,
                  float mscale);
     // Store row r of k and v (R, kv_dim) at position pos[r] of its sequence's keys / values
-    // (rows of kv_dim floats); v = NULL stores keys only (values read from the key rows).
+    // (rows of kv_dim floats, at that position's row in its layout); v = NULL stores keys only
+    // (values read from the key rows).
     void (*kv_write)(const KVRows *kv, const float *k, const float *v, int kv_dim);
     // Causal attention of q (R, n_heads * head_dim) against the rows' caches (window and sinks
-    // as in attention_visible, only visible keys visited) into out (R, n_heads * value_dim).
-    // scratch: attention_scratch_bytes(max_keys) bytes with max_keys >= every pos[r] + 1 (the
-    // CPU's per-thread score rows, sized for the thread count at the time of that call); the
-    // op dies if scratch_bytes is too small for this call.
+    // as in attention_visible, only visible keys visited: O(window) per row) into out
+    // (R, n_heads * value_dim). scratch: attention_scratch_bytes(max_keys) bytes with max_keys
+    // >= every row's count of visible keys (the CPU's per-thread score rows, sized for the
+    // thread count at the time of that call); the op dies if scratch_bytes is too small for
+    // this call.
     void (*attention)(float *out, const float *q, const KVRows *kv, const AttentionShape *s, void *scratch,
                       size_t scratch_bytes);
     size_t (*attention_scratch_bytes)(int max_keys);

@@ -20,7 +20,9 @@
 //     steps of two sequences give, in fp32, the CPU engine's logits and the reference
 //     forward's (model_reference.h, 1e-4); in fp16 and bf16 those of the reference with
 //     weights and matmul inputs rounded where the GPU rounds them (1e-2); MLA (absorbed) and
-//     CLA in fp32 the same way (1e-4).
+//     CLA in fp32 the same way (1e-4);
+//   - a ring KV cache (window + sinks, both position rules) over a stream longer than the
+//     ring: the CPU's logits (1e-4).
 // Without a device or driver (or built with CUDA=0) every test that needs one reports itself
 // skipped. None of it has run on a GPU yet: it was written on a machine without one.
 // Run: make build/tests/test_cuda && ./build/tests/test_cuda
@@ -296,7 +298,7 @@ static void check_attention_rows(AttentionShape shape, int S, int n_q, int S2, u
     cuda_upload(keys_d, keys, R * sizeof(float *));
     cuda_upload(values_d, values, R * sizeof(float *));
     cuda_upload(pos_d, pos, R * sizeof(int));
-    cuda_attention_rows(out_d, q_d, keys_d, values_d, pos_d, R, &shape);
+    cuda_attention_rows(out_d, q_d, keys_d, values_d, pos_d, NULL, R, &shape);
     float *got = to_host(out_d, (size_t)R * qd, DTYPE_F32), *want = mallocCheck((size_t)R * qd * 4);
     ref_attention_kv(want, q, k1, v1, n_q, S - n_q, &shape);
     ref_attention_kv(want + (size_t)n_q * qd, q + (size_t)n_q * qd, k2, v2, 1, S2 - 1, &shape);
@@ -305,7 +307,7 @@ static void check_attention_rows(AttentionShape shape, int S, int n_q, int S2, u
     // the append: row r's k and v land at position pos[r] of its cache, nothing else moves
     float *kn = random_buffer((size_t)R * kvd, 1.0f, &rng), *vn = random_buffer((size_t)R * kvd, 1.0f, &rng);
     float *kn_d = to_device(kn, (size_t)R * kvd, DTYPE_F32), *vn_d = to_device(vn, (size_t)R * kvd, DTYPE_F32);
-    cuda_kv_append(keys_d, values_d, kn_d, vn_d, pos_d, R, kvd);
+    cuda_kv_append(keys_d, values_d, kn_d, vn_d, pos_d, NULL, R, kvd);
     float *k2_after = to_host(k2_d, (size_t)S2 * kvd, DTYPE_F32), *v1_after = to_host(v1_d, (size_t)S * kvd, DTYPE_F32);
     memcpy(k2 + (size_t)(S2 - 1) * kvd, kn + (size_t)n_q * kvd, kvd * 4);
     memcpy(v1 + (size_t)(S - n_q) * kvd, vn, (size_t)n_q * kvd * 4);
@@ -540,6 +542,49 @@ static void test_model_decode_mla_cla(void **state) {
     }
 }
 
+// The logits of a stream of n tokens (a prefill of 9 in chunks of 4, then decode steps)
+// through a ring session (chunk 4) on a backend. logits (n, V).
+static void ring_stream(const Model *m, const Ops *ops, const int *tokens, int n, float *logits) {
+    Engine e;
+    Session s;
+    Error err;
+    int V = m->config.vocab_size;
+    engine_open(&e, m, ops, DTYPE_F32, 4, n);
+    session_open_ring(&s, &e, 4);
+    if (session_prefill(&s, tokens, 9, logits, &err)) fail_msg("%s", err.msg);
+    for (int i = 9; i < n; i++) {
+        if (session_decode(&s, tokens[i], &err)) fail_msg("%s", err.msg);
+        memcpy(logits + (size_t)i * V, s.logits, (size_t)V * sizeof(float));
+    }
+    session_close(&s);
+    engine_close(&e);
+}
+
+// A ring KV cache (window 5, 2 sinks) on the GPU, both position rules, over a stream many
+// times longer than the ring: the CPU's logits (test_kvcache checks those against the
+// contiguous cache) to 1e-4.
+static void test_ring_cache(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    enum { T = 60 };
+    for (int rule = 0; rule < 2; rule++) {
+        Config c = gpu_test_config(2, 5, 2, ROPE_NONE);
+        c.cache_positions = rule;
+        Model m;
+        random_model(&m, &c, 31 + rule, 0.3f);
+        int tokens[T], V = c.vocab_size;
+        random_tokens(tokens, T, V, 5);
+        float *gpu = mallocCheck((size_t)T * V * sizeof(float)), *cpu = mallocCheck((size_t)T * V * sizeof(float));
+        ring_stream(&m, ops_cuda(), tokens, T, gpu);
+        ring_stream(&m, ops_cpu(), tokens, T, cpu);
+        double e = max_rel_error(gpu, cpu, (size_t)T * V);
+        if (!(e <= 1e-4)) fail_msg("ring cache, rule %d: relative logit error %.3g vs the CPU", rule, e);
+        free(gpu);
+        free(cpu);
+        model_free(&m);
+    }
+}
+
 static int setup(void **state) {
     (void)state;
     g_device = cuda_available(g_why, sizeof g_why);
@@ -569,7 +614,7 @@ int main(void) {
         cmocka_unit_test(test_attention_rows),  cmocka_unit_test(test_attention_naive),
         cmocka_unit_test(test_attention_flash), cmocka_unit_test(test_attention_cudnn_support),
         cmocka_unit_test(test_attention_cudnn), cmocka_unit_test(test_attention_bench),
-        cmocka_unit_test(test_model_decode),
+        cmocka_unit_test(test_model_decode),    cmocka_unit_test(test_ring_cache),
         cmocka_unit_test(test_model_decode_mla_cla),
     };
     return cmocka_run_group_tests_name("cuda", tests, setup, teardown);

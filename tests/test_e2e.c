@@ -5,7 +5,8 @@
 // Makefile's CUDA_EXPERIMENTS) must end "not run" (exit 2) and write nothing; a second run
 // of the experiments (`make experiments`, the report's steps without the PDF) with the same
 // seeds must reproduce every non-timing column exactly; speculative decoding at T = 0 must
-// give plain greedy decoding's tokens, in the sweep and in bin/generate.
+// give plain greedy decoding's tokens, in the sweep and in bin/generate; bin/generate's RoPE
+// override stretches the model's context.
 // Run from the repository root: make test (it sets INFERLAB_ROOT, INFERLAB_BIN and
 // INFERLAB_CUDA_EXPERIMENTS); takes a minute or two.
 #include <setjmp.h>
@@ -164,6 +165,20 @@ static const struct {
                                        "rope_head_dim,kv_elements_per_token_layer,mha_elements_per_token_layer,"
                                        "kv_reduction_vs_mha,kv_bytes_per_token_fp16,context_fit_80gb,"
                                        "context_fit_80gb_beside_weights", 8},
+    // long_context, quick: 13 methods; contexts 64 .. 16 x 128 (6); needles for 7 methods at 128 ..
+    // 512 (3) x 5 depths; a stream of 2048 tokens in windows of 256 for 5 methods; cost of 4 methods
+    {"long_context_ppl.csv", "method,context_len,window,n_sink,rope_scaling,rope_factor,context_mult,n_tokens,"
+                             "nats_per_token,ppl,bits_per_byte,tail_ppl", 13 * 6},
+    {"long_context_stream.csv", "method,position,window,n_sink,cache_positions,n_tokens,nats_per_token,ppl", 5 * 8},
+    {"long_context_needle.csv", "method,context_len,depth_percent,context_mult,n_keys,exact_match,token_accuracy",
+     7 * 3 * 5},
+    {"long_context_retrieval.csv", "method,context_len,context_mult,n_samples,exact_match,worst_depth_exact_match",
+     7 * 3},
+    {"long_context_summary.csv", "method,ppl_best_short,ppl_1x,ppl_2x,ppl_4x,ppl_8x,ppl_16x,ppl_leaves_at_context,"
+                                 "needle_1x,needle_4x,retrieval_up_to_context", 13},
+    {"long_context_cost.csv", "method,context_len,context_mult,window,n_sink,cache,prefill_ms_median,prefill_ms_p10,"
+                              "prefill_ms_p90,decode_ms_median,decode_ms_p10,decode_ms_p90,reps,decode_steps,kv_bytes,"
+                              "kv_bytes_allocated", 4 * 6},
     {"attention_kernels.csv", "backend,seq_len,causal,impl,batch,heads,head_dim,threads,reps,time_ms_median,"
                               "time_ms_p10,time_ms_p90,gflop_s,work_bytes,io_bytes,max_abs_err,dtype,peak_bytes,"
                               "max_rel_err,rows_checked", 8},
@@ -283,7 +298,8 @@ static void test_pdf_text(void **state) {
     char pdf[1300];
     snprintf(pdf, sizeof pdf, "%s/report.pdf", out_dir);
     char *text = pdf_text(pdf);
-    const char *must[] = {"inferlab lab report", "Sampling", "Speculative decoding", "KV cache", "Attention variants", "Attention kernels", "Hardware budget", "Quantization",
+    const char *must[] = {"inferlab lab report", "Sampling", "Speculative decoding", "KV cache", "Attention variants",
+                          "Long context", "Attention kernels", "Hardware budget", "Quantization",
                           "Figure 1", "Table 1", "quick profile"};
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         if (!strstr(text, must[i])) fail_msg("report text lacks '%s'", must[i]);
@@ -382,6 +398,12 @@ static const struct {
     {"quantization_synthetic.csv", "format,bits_per_weight,weights,set_bytes,reps,byte_ratio_vs_fp32"},
     {"quantization.csv", "format,method,group_size,bits_per_weight,file_bytes,decode_step_bytes,val_bits_per_byte,"
                          "val_bits_per_byte_delta,passkey_accuracy,passkey_samples,decode_reps,prefill_reps"},
+    {"long_context_ppl.csv", "*"},
+    {"long_context_stream.csv", "*"},
+    {"long_context_needle.csv", "*"},
+    {"long_context_retrieval.csv", "*"},
+    {"long_context_summary.csv", "*"},
+    {"long_context_cost.csv", "method,context_len,context_mult,window,n_sink,cache,reps,decode_steps,kv_bytes"},
 };
 
 static void compare_columns(const char *file, const char *columns) {
@@ -436,8 +458,26 @@ static void test_speculative_bad_input(void **state) {
                                                                   WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
+// bin/generate runs past the quick target's context of 128 tokens only with a RoPE scaling
+// that stretches it (--rope-scaling yarn --rope-factor 2); an unknown scaling is a usage error.
+static void test_generate_rope_override(void **state) {
+    (void)state;
+    const char *args[] = {"--rope-scaling yarn --rope-factor 2", "", "--rope-scaling longrope --rope-factor 2"};
+    int want[] = {0, 1, 2};
+    for (int i = 0; i < 3; i++) {
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "cd %s && %s/generate --model out/models/quick/target.gguf --prompt 'And God said' "
+                 "-n 200 --temperature 0 %s > /dev/null 2> %s/rope.stderr", root, bin, args[i], tmp_dir);
+        int status = system(cmd);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != want[i])
+            fail_msg("generate -n 200 %s: exit status %d, want %d", args[i], WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+                     want[i]);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_generate_rope_override),
         cmocka_unit_test(test_csv_headers_and_rows),
         cmocka_unit_test(test_pdf_text),
         cmocka_unit_test(test_backend_column),

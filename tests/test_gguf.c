@@ -530,6 +530,56 @@ static void test_model_gguf_round_trip_f32(void **state) {
     }
 }
 
+// RoPE scaling under llama.cpp's keys (llama-arch.cpp: %s.rope.scaling.type, .factor,
+// .original_context_length, .yarn_beta_fast, .yarn_beta_slow) and only its type names:
+// NTK-aware scaling is written as plain RoPE with the NTK base, which rotates the same.
+static void test_model_gguf_rope_scaling_keys(void **state) {
+    (void)state;
+    RopeScaling scalings[] = {ROPE_YARN, ROPE_NTK};
+    const char *types[] = {"yarn", "none"};
+    for (int i = 0; i < 2; i++) {
+        Tokenizer tok;
+        bpe_tokenizer(&tok, 280);
+        Config c = small_config(1);
+        c.vocab_size = tok.vocab_size;
+        c.rope.scaling = scalings[i];
+        c.rope.factor = 4.0f;
+        c.rope.orig_ctx = 32;
+        c.rope.beta_fast = 24.0f;
+        c.rope.beta_slow = 2.0f;
+        Model m, back;
+        random_model(&m, &c, 6);
+        const char *path = tmp_path("rope.gguf");
+        model_save_gguf(path, &m, &tok, GGML_TYPE_F32);
+        GGUFFile g;
+        Error err;
+        if (gguf_open(&g, path, &err)) fail_msg("%s", err.msg);
+        GGUFString type;
+        double factor, beta_fast, beta_slow;
+        int64_t orig;
+        assert_int_equal(gguf_get_string(&g, "llama.rope.scaling.type", &type, &err), 0);
+        assert_int_equal(type.len, strlen(types[i]));
+        assert_memory_equal(type.bytes, types[i], type.len);
+        assert_int_equal(gguf_get_float(&g, "llama.rope.scaling.factor", &factor, &err), 0);
+        assert_true(factor == (i == 0 ? 4.0 : 1.0));
+        assert_int_equal(gguf_get_int(&g, "llama.rope.scaling.original_context_length", &orig, &err), 0);
+        assert_int_equal(orig, 32);
+        assert_int_equal(gguf_get_float(&g, "llama.rope.scaling.yarn_beta_fast", &beta_fast, &err), 0);
+        assert_int_equal(gguf_get_float(&g, "llama.rope.scaling.yarn_beta_slow", &beta_slow, &err), 0);
+        assert_true(beta_fast == 24.0 && beta_slow == 2.0);
+        gguf_close(&g);
+        if (model_load_gguf(path, &back, NULL, &err)) fail_msg("%s", err.msg);
+        float want[8], got[8];
+        float mscale_want = rope_frequencies(want, c.head_dim, &c.rope);
+        float mscale_got = rope_frequencies(got, back.config.head_dim, &back.config.rope);
+        assert_true(mscale_got == mscale_want);
+        for (int k = 0; k < c.head_dim / 2; k++) assert_true(fabsf(got[k] - want[k]) <= 1e-6f * want[k]);
+        model_free(&back);
+        model_free(&m);
+        tokenizer_free(&tok);
+    }
+}
+
 static void test_model_gguf_round_trip_f16(void **state) {
     (void)state;
     Tokenizer tok;
@@ -1171,6 +1221,7 @@ int main(void) {
         cmocka_unit_test(test_gguf_writer_round_trip),
         cmocka_unit_test(test_model_gguf_round_trip_f32),
         cmocka_unit_test(test_model_gguf_round_trip_f16),
+        cmocka_unit_test(test_model_gguf_rope_scaling_keys),
         cmocka_unit_test(test_llama2c_import),
         cmocka_unit_test(test_checkpoint_load_llama2c_with_tokenizer),
         cmocka_unit_test(test_gguf_rejects_malformed_headers),

@@ -792,13 +792,16 @@ static void config_to_gguf(GGUFWriter *w, const Config *c) {
     gguf_set_u32(w, "llama.attention.value_length", (uint32_t)c->head_dim);
     if (c->kv_lora_rank) gguf_set_u32(w, "llama.attention.kv_lora_rank", (uint32_t)c->kv_lora_rank);
     gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", c->norm_eps);
-    gguf_set_u32(w, "llama.rope.dimension_count", (uint32_t)(c->kv_lora_rank ? c->rope_dim : c->head_dim));
-    gguf_set_f32(w, "llama.rope.freq_base", c->rope.theta);
-    gguf_set_string(w, "llama.rope.scaling.type", rope_scaling_name(c->rope.scaling));
-    gguf_set_f32(w, "llama.rope.scaling.factor", c->rope.factor);
+    int rope_dims = c->kv_lora_rank ? c->rope_dim : c->head_dim;
+    gguf_set_u32(w, "llama.rope.dimension_count", (uint32_t)rope_dims);
+    // llama.cpp has no "ntk" type: NTK-aware scaling is plain RoPE with the NTK base
+    int ntk = c->rope.scaling == ROPE_NTK;
+    gguf_set_f32(w, "llama.rope.freq_base", (float)rope_base(&c->rope, rope_dims));
+    gguf_set_string(w, "llama.rope.scaling.type", rope_scaling_name(ntk ? ROPE_NONE : c->rope.scaling));
+    gguf_set_f32(w, "llama.rope.scaling.factor", ntk ? 1.0f : c->rope.factor);
     gguf_set_u32(w, "llama.rope.scaling.original_context_length", (uint32_t)c->rope.orig_ctx);
-    gguf_set_f32(w, "inferlab.rope.scaling.yarn_beta_fast", c->rope.beta_fast);
-    gguf_set_f32(w, "inferlab.rope.scaling.yarn_beta_slow", c->rope.beta_slow);
+    gguf_set_f32(w, "llama.rope.scaling.yarn_beta_fast", c->rope.beta_fast);
+    gguf_set_f32(w, "llama.rope.scaling.yarn_beta_slow", c->rope.beta_slow);
     gguf_set_u32(w, "inferlab.attention.sliding_window", (uint32_t)c->window);
     gguf_set_u32(w, "inferlab.attention.n_sink", (uint32_t)c->n_sink);
     if (c->kv_share > 1) gguf_set_u32(w, "inferlab.attention.kv_share", (uint32_t)c->kv_share); // CLA: llama.cpp has no key
@@ -962,8 +965,8 @@ static int config_from_gguf(const GGUFFile *g, Config *c, Error *err) {
         opt_float(g, "llama.attention.layer_norm_rms_epsilon", &c->norm_eps, err) ||
         opt_float(g, "llama.rope.freq_base", &c->rope.theta, err) ||
         opt_float(g, "llama.rope.scaling.factor", &c->rope.factor, err) ||
-        opt_float(g, "inferlab.rope.scaling.yarn_beta_fast", &c->rope.beta_fast, err) ||
-        opt_float(g, "inferlab.rope.scaling.yarn_beta_slow", &c->rope.beta_slow, err) ||
+        opt_float(g, "llama.rope.scaling.yarn_beta_fast", &c->rope.beta_fast, err) ||
+        opt_float(g, "llama.rope.scaling.yarn_beta_slow", &c->rope.beta_slow, err) ||
         opt_rope_scaling(g, &c->rope.scaling, err))
         return -1;
     if (c->kv_lora_rank) { // MLA: keys [k_C (value_length); k_R (rope dims)]

@@ -21,10 +21,13 @@
 //   llama.block_count               n_layers         llama.attention.head_count(_kv)  n_(kv_)heads
 //   llama.attention.key_length / value_length, llama.rope.dimension_count  head_dim
 //   llama.attention.layer_norm_rms_epsilon     norm_eps
-//   llama.rope.freq_base            rope.theta       llama.rope.scaling.type  none|linear|ntk|yarn
+//   llama.rope.freq_base            rope.theta       llama.rope.scaling.type  none|linear|yarn
 //   llama.rope.scaling.factor       rope.factor      llama.rope.scaling.original_context_length
+//   llama.rope.scaling.yarn_beta_fast / yarn_beta_slow  rope.beta_fast / beta_slow
 //   inferlab.attention.sliding_window  window        inferlab.attention.n_sink  n_sink
-//   inferlab.rope.scaling.yarn_beta_fast / yarn_beta_slow    inferlab.tied_embeddings (bool)
+//   inferlab.tied_embeddings (bool)
+// (NTK-aware scaling is written as llama.cpp runs it: type none, freq_base the NTK base; a
+// file of type "ntk" is still read.)
 // Keys a foreign llama file may lack take Llama defaults (head_count_kv = head_count,
 // key_length = dim / heads, eps 1e-5, freq_base 10000, no scaling, no window, tied iff
 // output.weight is absent). Tensors, named as llama.cpp names them:

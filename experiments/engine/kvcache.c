@@ -1,30 +1,38 @@
-// kvcache.c: the contiguous per-sequence KV cache (see kvcache.h).
+// kvcache.c: the per-sequence KV cache, contiguous or ring (see kvcache.h).
 #include "kvcache.h"
-
-#include "common.h"
 
 static size_t layer_floats(const KVCache *c) { return (size_t)c->capacity * c->n_kv_heads * c->head_dim; }
 
-static void cache_alloc(KVCache *c, const Ops *ops, int n_layers, int n_kv_heads, int head_dim, int capacity,
-                        int values) {
+static void cache_alloc(KVCache *c, const Ops *ops, int n_layers, int n_kv_heads, int head_dim, int rows,
+                        KVLayout layout, int window, int values) {
     c->ops = ops;
     c->n_layers = n_layers;
     c->n_kv_heads = n_kv_heads;
     c->head_dim = head_dim;
-    c->capacity = capacity;
+    c->capacity = rows;
     c->len = 0;
+    c->layout = layout;
+    c->window = window;
     size_t bytes = (size_t)n_layers * layer_floats(c) * sizeof(float);
     c->key = ops->alloc(bytes);
     c->value = values ? ops->alloc(bytes) : NULL;
 }
 
 void kv_cache_alloc(KVCache *c, const Ops *ops, int n_layers, int n_kv_heads, int head_dim, int capacity) {
-    cache_alloc(c, ops, n_layers, n_kv_heads, head_dim, capacity, 1);
+    cache_alloc(c, ops, n_layers, n_kv_heads, head_dim, capacity, (KVLayout){0, 0}, 0, 1);
 }
 
 // One "head" of row_dim: the rows hold keys, the values are read from them.
 void kv_cache_alloc_latent(KVCache *c, const Ops *ops, int n_layers, int row_dim, int capacity) {
-    cache_alloc(c, ops, n_layers, 1, row_dim, capacity, 0);
+    cache_alloc(c, ops, n_layers, 1, row_dim, capacity, (KVLayout){0, 0}, 0, 0);
+}
+
+void kv_cache_alloc_ring(KVCache *c, const Ops *ops, int n_layers, int n_kv_heads, int head_dim, int n_sink,
+                         int window, int chunk) {
+    if (window < 1 || n_sink < 0 || chunk < 1)
+        die("kv_cache_alloc_ring: window %d, %d sinks, chunk %d", window, n_sink, chunk);
+    int ring = window + chunk - 1;
+    cache_alloc(c, ops, n_layers, n_kv_heads, head_dim, n_sink + ring, (KVLayout){n_sink, ring}, window, 1);
 }
 
 void kv_cache_free(KVCache *c) {
@@ -33,9 +41,32 @@ void kv_cache_free(KVCache *c) {
     c->key = c->value = NULL;
 }
 
+int kv_cache_max_chunk(const KVCache *c) { return c->layout.ring ? c->layout.ring - c->window + 1 : c->capacity; }
+
 void kv_cache_truncate(KVCache *c, int n) {
     if (n < 0 || n > c->len) die("kv_cache_truncate: %d positions of %d", n, c->len);
+    // a ring's position len - 1 overwrote len - 1 - ring, which the window of the query at n
+    // (n - window + 1 ..) needs unless len - n <= ring - window + 1 = chunk
+    if (c->layout.ring && n > 0 && c->len - n > kv_cache_max_chunk(c))
+        die("kv_cache_truncate: a ring cache rolls back at most %d positions, not %d", kv_cache_max_chunk(c),
+            c->len - n);
     c->len = n;
+}
+
+int kv_cache_fits(const KVCache *c, int pos, int n, int window, int n_sink, Error *err) {
+    if (!c->layout.ring) {
+        if (pos < 0 || n < 0 || pos + n > c->capacity)
+            return error_set(err, "context of %d tokens does not fit in a KV cache of %d positions", pos + n,
+                             c->capacity);
+        return 0;
+    }
+    if (window == 0 || window > c->window || n_sink > c->layout.sinks)
+        return error_set(err, "a ring cache of window %d and %d sinks cannot serve attention of window %d and %d sinks",
+                         c->window, c->layout.sinks, window, n_sink);
+    if (n < 0 || n > kv_cache_max_chunk(c))
+        return error_set(err, "%d positions in one forward overwrite a ring cache's window (at most %d)", n,
+                         kv_cache_max_chunk(c));
+    return 0;
 }
 
 size_t kv_cache_bytes(const KVCache *c) {

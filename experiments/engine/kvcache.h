@@ -1,37 +1,56 @@
 // kvcache.h: the KV cache of one sequence, in its backend's memory (ops.h).
-// Contiguous: for each layer the keys and values of every cached position,
-//   key, value: (L, capacity, n_kv_heads * head_dim), fp32,
-// so position p of layer l is row p of kv_cache_layer_key(c, l). Its size is
-// 2 * L * capacity * n_kv_heads * head_dim * sizeof(float) bytes. A latent cache (MLA) holds
-// one row of row_dim floats per position and layer, (L, capacity, row_dim), and its values
-// are read from those rows (kv_cache_layer_value = kv_cache_layer_key): L * capacity * row_dim
-// * sizeof(float) bytes. With CLA, L is the model's layers that have keys and values of their
-// own (model_kv_cache_alloc shapes a cache for a model). The forward pass reaches a
-// cache only through the per-layer row pointers of a KVRows view (ops.h), so a ring cache
-// (window + sinks, bounded memory) or a paged one (block tables) can stand behind the same
-// view.
+// For each layer the keys and values of the cached positions,
+//   key, value: (L, rows, n_kv_heads * head_dim), fp32,
+// position p of layer l at row kv_layout_row(c->layout, p) of kv_cache_layer_key(c, l):
+//   contiguous  row p, up to capacity positions;
+//   ring        (window + sinks, StreamingLLM's cache) the first n_sink positions for good, then
+//               a ring of window + chunk - 1 rows, so memory stays n_sink + window + chunk - 1
+//               rows however long the stream: enough for every query of a forward of up to
+//               chunk new positions to see its window (chunk 1, decoding: n_sink + window).
+// Its size is 2 * L * rows * n_kv_heads * head_dim * sizeof(float) bytes. A latent cache (MLA)
+// holds one row of row_dim floats per position and layer, (L, rows, row_dim), and its values
+// are read from those rows (kv_cache_layer_value = kv_cache_layer_key): L * rows * row_dim *
+// sizeof(float) bytes. With CLA, L is the model's layers that have keys and values of their
+// own (model_kv_cache_alloc shapes a cache for a model). The forward pass reaches a cache
+// only through the per-layer row pointers and layouts of a KVRows view (ops.h), so a paged one
+// (block tables) can stand behind the same view.
+// Tests: make build/tests/test_kvcache && ./build/tests/test_kvcache
 #pragma once
 
 #include <stddef.h>
 
+#include "common.h"
 #include "ops.h"
 
 typedef struct {
-    const Ops *ops; // whose memory key and value live in
+    const Ops *ops;   // whose memory key and value live in
     int n_layers, n_kv_heads, head_dim;
-    int capacity;   // positions allocated
-    int len;        // positions filled
-    float *key;     // (L, capacity, n_kv_heads * head_dim)
-    float *value;   // (L, capacity, n_kv_heads * head_dim); NULL in a latent cache
+    int capacity;     // rows allocated per layer
+    int len;          // positions fed (a ring keeps only its sinks and its last ones)
+    KVLayout layout;  // ring == 0: contiguous
+    int window;       // ring: the attention window it was sized for
+    float *key;       // (L, capacity, n_kv_heads * head_dim)
+    float *value;     // (L, capacity, n_kv_heads * head_dim); NULL in a latent cache
 } KVCache;
 
 void kv_cache_alloc(KVCache *c, const Ops *ops, int n_layers, int n_kv_heads, int head_dim, int capacity);
 // A latent cache: rows of row_dim floats whose values are part of the keys' rows.
 void kv_cache_alloc_latent(KVCache *c, const Ops *ops, int n_layers, int row_dim, int capacity);
+// A ring cache for attention over a window of `window` positions plus n_sink sinks, fed at
+// most `chunk` positions per forward: n_sink + window + chunk - 1 rows.
+void kv_cache_alloc_ring(KVCache *c, const Ops *ops, int n_layers, int n_kv_heads, int head_dim, int n_sink,
+                         int window, int chunk);
 void kv_cache_free(KVCache *c);
-// Keep the first n positions (n <= len): what follows is overwritten by the next forward.
+// Keep the first n positions (n <= len): what follows is overwritten by the next forward. A
+// ring rolls back at most chunk positions (older rows are overwritten), or to 0.
 void kv_cache_truncate(KVCache *c, int n);
-// Bytes the cache holds: 2 * L * capacity * n_kv * hd * sizeof(element) (latent: one row each).
+// Can one forward write positions pos .. pos + n - 1 for attention with this window and
+// these sinks? Contiguous: they lie within capacity. Ring: the attention is windowed, within
+// the ring's window, with no more sinks than it keeps, and n <= chunk. 0, or -1 with err.
+int kv_cache_fits(const KVCache *c, int pos, int n, int window, int n_sink, Error *err);
+// The most positions one forward may write: a ring's chunk, a contiguous cache's capacity.
+int kv_cache_max_chunk(const KVCache *c);
+// Bytes the cache holds: 2 * L * rows * n_kv * hd * sizeof(element) (latent: one row each).
 size_t kv_cache_bytes(const KVCache *c);
 // Base of layer l's keys / values: (capacity, n_kv_heads * head_dim), backend memory.
 float *kv_cache_layer_key(const KVCache *c, int layer);

@@ -43,6 +43,8 @@ int config_validate(const Config *c, char *why, size_t why_len) {
         bad = "MLA needs an even rope_dim >= 2 (RoPE rotates pairs)";
     else if (!bad && c->kv_lora_rank > 0 && c->n_kv_heads != c->n_heads)
         bad = "MLA has a key and value per head: n_kv_heads must equal n_heads";
+    else if (!bad && c->kv_lora_rank > 0 && c->cache_positions)
+        bad = "StreamingLLM's position rule is not implemented for MLA (it would rotate whole latent rows)";
     else if (!bad && c->n_heads % c->n_kv_heads != 0) bad = "n_heads is not a multiple of n_kv_heads";
     else if (!bad && c->head_dim % 2 != 0) bad = "head_dim is odd (RoPE rotates pairs)";
     else if (!bad && (c->window < 0 || c->n_sink < 0)) bad = "window or n_sink is negative";
@@ -385,6 +387,8 @@ static void runstate_alloc(RunState *s, const Ops *ops, const Config *c, DType d
     s->attn_scratch = ops->alloc(s->attn_scratch_bytes);
     s->tokens = ops->alloc(R * sizeof(int));
     s->pos = ops->alloc(R * sizeof(int));
+    s->layouts = ops->alloc(R * sizeof(KVLayout));
+    s->layouts_host = mallocCheck(R * sizeof(KVLayout));
     s->keys = ops->alloc(Lkv * R * sizeof(float *));
     s->values = ops->alloc(Lkv * R * sizeof(float *));
     s->logits_host = mallocCheck(R * V * sizeof(float));
@@ -414,10 +418,11 @@ static void runstate_free(RunState *s, const Ops *ops) {
     void *bufs[] = {s->x,      s->xb,          s->q,           s->k,      s->v,        s->att,
                     s->proj,   s->hb,          s->hb2,         s->logits, s->matmul_scratch,
                     s->attn_scratch, s->inv_freq, s->tokens,   s->pos,    s->keys,     s->values,
-                    s->k_dec,  s->v_dec,       s->k_dec_rows,  s->v_dec_rows};
+                    s->k_dec,  s->v_dec,       s->k_dec_rows,  s->v_dec_rows, s->layouts};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ops->free(bufs[i]);
     free(s->logits_host);
     free(s->pos_host);
+    free(s->layouts_host);
     free(s->keys_host);
     free(s->values_host);
     memset(s, 0, sizeof *s);
@@ -470,7 +475,10 @@ size_t engine_weight_bytes(const Engine *e) {
 static void stage_rows(Engine *e, KVCache **caches, const int *tokens, const int *pos, int R) {
     RunState *s = &e->s;
     int Lkv = config_kv_layers(&e->config);
-    for (int r = 0; r < R; r++) s->pos_host[r] = pos[r];
+    for (int r = 0; r < R; r++) {
+        s->pos_host[r] = pos[r];
+        s->layouts_host[r] = caches[r]->layout;
+    }
     for (int l = 0; l < Lkv; l++)
         for (int r = 0; r < R; r++) {
             s->keys_host[(size_t)l * R + r] = kv_cache_layer_key(caches[r], l);
@@ -478,6 +486,7 @@ static void stage_rows(Engine *e, KVCache **caches, const int *tokens, const int
         }
     e->ops->upload(s->tokens, tokens, (size_t)R * sizeof(int));
     e->ops->upload(s->pos, s->pos_host, (size_t)R * sizeof(int));
+    e->ops->upload(s->layouts, s->layouts_host, (size_t)R * sizeof(KVLayout));
     e->ops->upload(s->keys, s->keys_host, (size_t)Lkv * R * sizeof(float *));
     e->ops->upload(s->values, s->values_host, (size_t)Lkv * R * sizeof(float *));
 }
@@ -492,7 +501,8 @@ static void attention_heads(Engine *e, const LayerWeights *w, const KVRows *kv, 
     const Config *c = &e->config;
     RunState *s = &e->s;
     int hd = c->head_dim, kv_dim = c->n_kv_heads * hd;
-    AttentionShape shape = {c->n_heads, c->n_kv_heads, hd, c->window, c->n_sink, 1.0f / sqrtf((float)hd), .value_dim = hd};
+    AttentionShape shape = {c->n_heads, c->n_kv_heads, hd, c->window, c->n_sink, 1.0f / sqrtf((float)hd), .value_dim = hd,
+                            .cache_positions = c->cache_positions, .inv_freq = s->inv_freq};
     ops->matmul(s->q, s->xb, &w->wq, R, s->matmul_scratch); // (R, n_heads * hd)
     ops->rope(s->q, R, c->n_heads, hd, hd, s->pos, s->inv_freq, s->mscale);
     if (own_kv) {
@@ -544,12 +554,13 @@ static void attention_mla_naive(Engine *e, const LayerWeights *w, const KVRows *
     ops->matmul(s->q, s->xb, &w->wq, R, s->matmul_scratch); // (R, n_heads * (hd + d_r))
     ops->rope(s->q, R, nh, qk, c->rope_dim, s->pos, s->inv_freq, s->mscale);
     for (int r0 = 0, r1; r0 < R; r0 = r1) { // rows r0 .. r1 - 1: one sequence
+        if (caches[r0]->layout.ring) die("engine_forward: MLA's naive path reads contiguous caches only");
         int n = 0;
         for (r1 = r0; r1 < R && caches[r1] == caches[r0]; r1++) n = s->pos_host[r1] + 1 > n ? s->pos_host[r1] + 1 : n;
         const float *rows = s->keys_host[(size_t)kv_layer * R + r0];
         ops->matmul(s->k_dec, rows, &w->k_dec, n, s->matmul_scratch); // (n, n_heads * (hd + d_r))
         ops->matmul(s->v_dec, rows, &w->v_dec, n, s->matmul_scratch); // (n, n_heads * hd)
-        KVRows seq = {r1 - r0, s->pos + r0, s->k_dec_rows, s->v_dec_rows};
+        KVRows seq = {r1 - r0, s->pos + r0, s->k_dec_rows, s->v_dec_rows, NULL};
         ops->attention(s->att + (size_t)r0 * nh * hd, s->q + (size_t)r0 * nh * qk, &seq, &shape, s->attn_scratch,
                        s->attn_scratch_bytes);
     }
@@ -563,10 +574,14 @@ void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *p
     RunState *s = &e->s;
     int C = c->dim, H = c->hidden_dim;
     if (R > s->max_rows) die("engine_forward: %d rows exceed the engine's %d", R, s->max_rows);
-    for (int r = 0; r < R; r++)
-        if (pos[r] >= s->max_keys || pos[r] >= caches[r]->capacity)
-            die("engine_forward: position %d is beyond the engine's %d keys or its cache's %d", pos[r],
-                s->max_keys, caches[r]->capacity);
+    for (int r = 0, n; r < R; r += n) { // n: the rows of caches[r]'s sequence, consecutive
+        Error err;
+        for (n = 1; r + n < R && caches[r + n] == caches[r];) n++;
+        if (kv_cache_fits(caches[r], pos[r], pos[r + n - 1] - pos[r] + 1, c->window, c->n_sink, &err))
+            die("engine_forward: %s", err.msg);
+        if (attention_visible_keys(pos[r + n - 1], c->window, c->n_sink).count > s->max_keys)
+            die("engine_forward: position %d sees more keys than the engine's %d", pos[r + n - 1], s->max_keys);
+    }
 
     stage_rows(e, caches, tokens, pos, R);
     ops->embedding(s->x, &e->token_embedding, s->tokens, R); // (R, C)
@@ -574,7 +589,7 @@ void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *p
     for (int l = 0; l < c->n_layers; l++) {
         const LayerWeights *w = &e->layers[l];
         int kv_layer = l / c->kv_share, own_kv = l % c->kv_share == 0;
-        KVRows kv = {R, s->pos, s->keys + (size_t)kv_layer * R, s->values + (size_t)kv_layer * R};
+        KVRows kv = {R, s->pos, s->keys + (size_t)kv_layer * R, s->values + (size_t)kv_layer * R, s->layouts};
         // attention block
         ops->rmsnorm(s->xb, s->x, w->rms_att, R, C, c->norm_eps);
         if (!c->kv_lora_rank) attention_heads(e, w, &kv, R, own_kv);

@@ -41,6 +41,7 @@ typedef struct {
     int seq_len;         // maximum context
     int window;          // sliding attention window; 0 = full attention
     int n_sink;          // attention-sink tokens visible outside the window
+    int cache_positions; // 1: StreamingLLM's rule, RoPE at positions in the cache (ops.h); inference only
     int tied_embeddings; // output head shares the token embedding matrix
     float norm_eps;      // RMSNorm epsilon (1e-5)
     RopeConfig rope;
@@ -173,6 +174,8 @@ typedef struct {
     float *inv_freq;   // (hd / 2)
     float mscale;
     int *tokens, *pos; // (R)
+    KVLayout *layouts; // (R) each row's cache layout
+    KVLayout *layouts_host;
     float **keys, **values;           // (L_kv, R): each row's cache rows of each KV layer
     int *pos_host;                    // host staging of pos
     float **keys_host, **values_host; // host staging of keys, values
@@ -215,7 +218,8 @@ size_t engine_weight_bytes(const Engine *e);
 // The forward pass, the same for every backend and mode: row r is token tokens[r] at position
 // pos[r] of the sequence cached in caches[r], whose keys and values it writes there. Rows of
 // one sequence are consecutive and in order (a prefill chunk); a batched decode step has one
-// row per sequence. R <= max_rows, every pos[r] < max_keys and < its cache's capacity.
+// row per sequence. R <= max_rows, every row sees at most max_keys keys, and each cache can
+// take its rows (kv_cache_fits).
 // logits (host): (R, V) if all_logits, else (V) of the last row; NULL skips the head.
 // caches[r] must be made by model_kv_cache_alloc for this config.
 void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *pos, int R, float *logits,

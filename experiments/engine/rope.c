@@ -16,6 +16,13 @@ const char *rope_scaling_name(RopeScaling s) {
     return (s >= ROPE_NONE && s <= ROPE_YARN) ? SCALING_NAMES[s] : "?";
 }
 
+static double factor_of(const RopeConfig *rc) { return rc->factor > 0.0f ? rc->factor : 1.0; }
+
+double rope_base(const RopeConfig *rc, int head_dim) {
+    double theta = rc->theta;
+    return rc->scaling == ROPE_NTK ? theta * pow(factor_of(rc), (double)head_dim / (head_dim - 2)) : theta;
+}
+
 // YaRN's ramp: 0 for pairs that rotate fewer than beta_slow times over the original
 // context (fully interpolated), 1 for more than beta_fast times (left alone), linear between.
 static double yarn_ramp(double inv_freq, const RopeConfig *rc) {
@@ -25,8 +32,7 @@ static double yarn_ramp(double inv_freq, const RopeConfig *rc) {
 }
 
 float rope_frequencies(float *inv_freq, int head_dim, const RopeConfig *rc) {
-    double theta = rc->theta, s = rc->factor > 0.0f ? rc->factor : 1.0;
-    if (rc->scaling == ROPE_NTK) theta *= pow(s, (double)head_dim / (head_dim - 2));
+    double theta = rope_base(rc, head_dim), s = factor_of(rc);
     for (int i = 0; i < head_dim / 2; i++) {
         double f = pow(theta, -2.0 * i / head_dim);
         if (rc->scaling == ROPE_LINEAR) f /= s;
@@ -37,4 +43,14 @@ float rope_frequencies(float *inv_freq, int head_dim, const RopeConfig *rc) {
         inv_freq[i] = (float)f;
     }
     return (rc->scaling == ROPE_YARN && s > 1.0) ? (float)(0.1 * log(s) + 1.0) : 1.0f;
+}
+
+int rope_override(RopeConfig *rc, const char *scaling, double factor, int orig_ctx, Error *err) {
+    int type = rope_scaling_from_name(scaling);
+    if (type < 0) return error_set(err, "unknown RoPE scaling '%s' (none, linear, ntk, yarn)", scaling);
+    if (!(factor >= 1.0 && factor <= 1024.0)) return error_set(err, "RoPE factor %g is not in [1, 1024]", factor);
+    rc->scaling = (RopeScaling)type;
+    rc->factor = (float)factor;
+    rc->orig_ctx = orig_ctx;
+    return 0;
 }

@@ -13,23 +13,39 @@ void session_open(Session *s, Engine *e, int capacity) {
     s->logits = mallocCheck((size_t)c->vocab_size * sizeof(float));
 }
 
+void session_open_ring(Session *s, Engine *e, int chunk) {
+    const Config *c = &e->config;
+    if (c->window == 0) die("session_open_ring: the model attends to everything (no window)");
+    if (c->n_sink + c->window + chunk - 1 > e->s.max_keys)
+        die("ring session of %d rows on an engine sized for %d", c->n_sink + c->window + chunk - 1, e->s.max_keys);
+    s->engine = e;
+    kv_cache_alloc_ring(&s->cache, e->ops, c->n_layers, c->n_kv_heads, c->head_dim, c->n_sink, c->window, chunk);
+    s->logits = mallocCheck((size_t)c->vocab_size * sizeof(float));
+}
+
 void session_close(Session *s) {
     kv_cache_free(&s->cache);
     free(s->logits);
     s->logits = NULL;
 }
 
+// The most positions one forward of this session writes.
+static int chunk_rows(const Session *s) {
+    int chunk = kv_cache_max_chunk(&s->cache);
+    return chunk < s->engine->s.max_rows ? chunk : s->engine->s.max_rows;
+}
+
+// Can n more tokens be fed (a ring: in forwards of chunk_rows; a contiguous cache must hold all)?
 static int check_fits(const Session *s, int n, Error *err) {
-    if (n < 0 || s->cache.len + n > s->cache.capacity)
-        return error_set(err, "context of %d tokens does not fit in a KV cache of %d positions", s->cache.len + n,
-                         s->cache.capacity);
-    return 0;
+    const Config *c = &s->engine->config;
+    int per_forward = s->cache.layout.ring && n > chunk_rows(s) ? chunk_rows(s) : n;
+    return kv_cache_fits(&s->cache, s->cache.len, per_forward, c->window, c->n_sink, err);
 }
 
 int session_prefill(Session *s, const int *tokens, int n, float *all_logits, Error *err) {
     if (check_fits(s, n, err)) return -1;
     Engine *e = s->engine;
-    int max_rows = e->s.max_rows, V = e->config.vocab_size;
+    int max_rows = chunk_rows(s), V = e->config.vocab_size;
     KVCache *caches[max_rows];
     int pos[max_rows];
     for (int done = 0; done < n;) {

@@ -24,6 +24,10 @@ typedef struct {
 
 // A session for sequences of up to capacity positions (<= the engine's max_keys).
 void session_open(Session *s, Engine *e, int capacity);
+// A streaming session: a ring cache (kvcache.h) for the model's window and sinks (its config
+// has window > 0), fed at most `chunk` positions per forward (prefills go in such chunks), so
+// it decodes past any length in n_sink + window + chunk - 1 rows (<= the engine's max_keys).
+void session_open_ring(Session *s, Engine *e, int chunk);
 void session_close(Session *s);
 static inline int session_len(const Session *s) { return s->cache.len; }
 

@@ -432,7 +432,7 @@ static void add_inplace(float *x, const float *y, size_t n) {
 static AttentionShape attention_shape(const Config *c) {
     int qk = c->head_dim + c->rope_dim;
     AttentionShape s = {c->n_heads, c->n_kv_heads, qk, c->window, c->n_sink, 1.0f / sqrtf((float)qk),
-                        .value_dim = c->head_dim};
+                        .value_dim = c->head_dim}; // training: text positions (cache_positions 0)
     return s;
 }
 

@@ -8,7 +8,8 @@
 //
 // GGUF checkpoints carry their tokenizer; llama2.c checkpoints (.bin) need --tokenizer.
 // The prompt is prefilled in one pass, then each new token is one decode step against
-// the KV cache. Prompt and decode tokens/s go to stderr at the end.
+// the KV cache. Prompt and decode tokens/s go to stderr at the end. --rope-scaling NAME
+// --rope-factor S runs the model with that RoPE scaling (rope.h) over S x its trained context.
 //
 // --draft FILE (a checkpoint sharing the target's vocabulary) or --lookup (the model-free
 // prompt-lookup draft) generates by speculative decoding (speculative.h), gamma drafts per
@@ -32,10 +33,10 @@
 #include "speculative.h"
 #include "tokenizer.h"
 
-static const char *model_path, *tokenizer_path, *prompt = "", *draft_path;
+static const char *model_path, *tokenizer_path, *prompt = "", *draft_path, *rope_scaling;
 static long n_tokens, top_k, gamma_arg;
 static int lookup;
-static double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
+static double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty, rope_factor;
 static uint64_t seed;
 static int ignore_eos;
 
@@ -69,6 +70,10 @@ static const LabOption OPTIONS[] = {
      .help = "speculative decoding with the model-free prompt-lookup draft"},
     {.name = "gamma", .kind = LAB_INT, .value = &gamma_arg, .arg = "N",
      .help = "tokens drafted per target call with --draft or --lookup", .def = "4", .min = 1, .max = SPEC_MAX_GAMMA},
+    {.name = "rope-scaling", .kind = LAB_TEXT, .value = &rope_scaling, .arg = "NAME",
+     .help = "run with this RoPE scaling instead of the checkpoint's: none, linear, ntk, yarn"},
+    {.name = "rope-factor", .kind = LAB_DOUBLE, .value = &rope_factor, .arg = "S",
+     .help = "--rope-scaling's factor: the context becomes S x the one trained", .def = "1", .min = 1, .max = 1024},
     {0},
 };
 
@@ -228,6 +233,12 @@ static int run(LabRun *r) {
     Tokenizer tok;
     if (checkpoint_load(model_path, tokenizer_path, &model, &tok, &err) != 0) die("%s", err.msg);
     const Config *c = &model.config;
+    if (rope_scaling) { // YaRN's ramp counts rotations over the context the model was trained at
+        int trained = c->rope.orig_ctx > 0 ? c->rope.orig_ctx : c->seq_len;
+        if (rope_override(&model.config.rope, rope_scaling, rope_factor, trained, &err))
+            cli_usage_error("generate", err.msg);
+        model.config.seq_len = (int)(trained * rope_factor);
+    }
     if (draft_path) {
         if (checkpoint_load(draft_path, NULL, &draft, NULL, &err) != 0) die("%s", err.msg);
         if (draft.config.vocab_size != c->vocab_size)

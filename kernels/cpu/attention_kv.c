@@ -1,10 +1,12 @@
 // attention_kv.c: causal attention of query rows against their KV caches (see kernels.h).
 // This is the engine's attention for prefill and decode on the CPU. One (row, head) pair at
-// a time: scores over the visible keys only (the sinks, then the window) into the calling
-// thread's row of the scratch, softmax, weighted sum of values. Threads split the (row,
-// head) pairs, so a decode step (one row) still uses every core through its heads.
+// a time: scores over the visible keys only (the sinks, then the window: O(window) per row,
+// whether the cache is contiguous or a ring) into the calling thread's row of the scratch,
+// softmax, weighted sum of values. Threads split the (row, head) pairs, so a decode step
+// (one row) still uses every core through its heads.
 #include "kernels.h"
 
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -12,41 +14,57 @@
 #include "common.h"
 #include "vec.h"
 
-// Visible keys of a query at position p: [0, n_lo) then [hi0, p] (the sinks, then the window).
-static void visible_ranges(int p, const AttentionShape *s, int *n_lo, int *hi0) {
-    if (s->window == 0 || p < s->window) {
-        *n_lo = 0;
-        *hi0 = 0;
-        return;
-    }
-    *hi0 = p - s->window + 1;
-    *n_lo = s->n_sink < *hi0 ? s->n_sink : *hi0;
+// Where visible key i (attention_visible_keys) sits: the sinks at rows 0 .. n_sinks - 1, the
+// window from row0 = kv_layout_row(layout, lo) on, wrapping back by `ring` at row `wrap` (a
+// compare per key instead of a modulo; a contiguous cache never wraps).
+typedef struct {
+    int n_sinks, row0, wrap, ring;
+} VisibleRows;
+
+static VisibleRows visible_rows(VisibleKeys vis, KVLayout layout) {
+    VisibleRows r = {vis.n_sinks, kv_layout_row(layout, vis.lo), layout.ring ? layout.sinks + layout.ring : INT_MAX,
+                     layout.ring};
+    return r;
 }
 
-// One query head against its KV head's rows: k (key_stride apart), v (value_stride apart).
-static void attend_one(float *out, const float *q, const float *k, const float *v, int p, const AttentionShape *s,
-                       float *scores) {
-    int hd = s->head_dim, vd = attention_value_dim(s), n_lo, hi0;
+static inline int visible_row(const VisibleRows *r, int i) {
+    if (i < r->n_sinks) return i;
+    int row = r->row0 + i - r->n_sinks;
+    return row >= r->wrap ? row - r->ring : row;
+}
+
+// One query head against its KV head's rows: k (key_stride apart), v (value_stride apart). A
+// ring cache changes only where a key is read from, not the order, so a ring and a contiguous
+// cache give the same bits.
+static void attend_one(float *out, const float *q, const float *k, const float *v, int p, KVLayout layout,
+                       const AttentionShape *s, float *scores) {
+    int hd = s->head_dim, vd = attention_value_dim(s);
     size_t ks = attention_key_stride(s), vs = attention_value_stride(s);
-    visible_ranges(p, s, &n_lo, &hi0);
-    int n = n_lo + (p + 1 - hi0); // scores[i] belongs to key i (i < n_lo) or hi0 + i - n_lo
+    VisibleKeys vis = attention_visible_keys(p, s->window, s->n_sink);
+    VisibleRows rows = visible_rows(vis, layout);
+    // StreamingLLM's rule: the sinks are scored against q rotated back by the evicted count
+    float q_sink[hd];
+    const float *qs = q;
+    if (s->cache_positions && vis.evicted > 0 && vis.n_sinks > 0) {
+        memcpy(q_sink, q, hd * sizeof(float));
+        rope_rotate(q_sink, 1, hd, -vis.evicted, s->inv_freq, 1.0f);
+        qs = q_sink;
+    }
     float max = -INFINITY;
-    for (int i = 0; i < n; i++) {
-        int j = i < n_lo ? i : hi0 + i - n_lo;
-        scores[i] = dot_f32(q, k + (size_t)j * ks, hd) * s->scale;
+    for (int i = 0; i < vis.count; i++) {
+        scores[i] = dot_f32(i < vis.n_sinks ? qs : q, k + (size_t)visible_row(&rows, i) * ks, hd) * s->scale;
         max = scores[i] > max ? scores[i] : max;
     }
     float sum = 0.0f;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < vis.count; i++) {
         scores[i] = expf(scores[i] - max);
         sum += scores[i];
     }
     float inv = 1.0f / sum;
     memset(out, 0, vd * sizeof(float));
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < vis.count; i++) {
         if (scores[i] == 0.0f) continue;
-        int j = i < n_lo ? i : hi0 + i - n_lo;
-        const float *vj = v + (size_t)j * vs;
+        const float *vj = v + (size_t)visible_row(&rows, i) * vs;
         float a = scores[i] * inv;
         for (int d = 0; d < vd; d++) out[d] += a * vj[d];
     }
@@ -61,7 +79,10 @@ void attention_kv(float *out, const float *q, const KVRows *kv, const AttentionS
     int hd = s->head_dim, vd = attention_value_dim(s), group = s->n_heads / s->n_kv_heads;
     int q_stride = s->n_heads * hd, out_stride = s->n_heads * vd;
     int max_keys = 0;
-    for (int r = 0; r < kv->R; r++) max_keys = kv->pos[r] + 1 > max_keys ? kv->pos[r] + 1 : max_keys;
+    for (int r = 0; r < kv->R; r++) {
+        int n = attention_visible_keys(kv->pos[r], s->window, s->n_sink).count;
+        max_keys = n > max_keys ? n : max_keys;
+    }
     int threads = omp_get_max_threads();
     if ((size_t)threads * max_keys * sizeof(float) > scratch_bytes)
         die("attention_kv: %zu bytes of scratch for %d threads x %d keys", scratch_bytes, threads, max_keys);
@@ -72,8 +93,9 @@ void attention_kv(float *out, const float *q, const KVRows *kv, const AttentionS
         for (int r = 0; r < kv->R; r++) {
             for (int h = 0; h < s->n_heads; h++) {
                 size_t g = (size_t)(h / group);
+                KVLayout layout = kv->layouts ? kv->layouts[r] : (KVLayout){0, 0};
                 attend_one(out + (size_t)r * out_stride + h * vd, q + (size_t)r * q_stride + h * hd,
-                           kv->keys[r] + g * hd, kv->values[r] + g * vd, kv->pos[r], s, scores);
+                           kv->keys[r] + g * hd, kv->values[r] + g * vd, kv->pos[r], layout, s, scores);
             }
         }
     }

@@ -70,7 +70,8 @@ static void cpu_rope(float *x, int R, int n_heads, int head_dim, int rot_dim, co
 
 static void cpu_kv_write(const KVRows *kv, const float *k, const float *v, int kv_dim) {
     for (int r = 0; r < kv->R; r++) {
-        size_t at = (size_t)kv->pos[r] * kv_dim;
+        int row = kv->layouts ? kv_layout_row(kv->layouts[r], kv->pos[r]) : kv->pos[r];
+        size_t at = (size_t)row * kv_dim;
         memcpy(kv->keys[r] + at, k + (size_t)r * kv_dim, kv_dim * sizeof(float));
         if (v) memcpy(kv->values[r] + at, v + (size_t)r * kv_dim, kv_dim * sizeof(float));
     }
