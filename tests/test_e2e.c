@@ -177,8 +177,8 @@ static const struct {
     {"long_context_summary.csv", "method,ppl_best_short,ppl_1x,ppl_2x,ppl_4x,ppl_8x,ppl_16x,ppl_leaves_at_context,"
                                  "needle_1x,needle_4x,retrieval_up_to_context", 13},
     {"long_context_cost.csv", "method,context_len,context_mult,window,n_sink,cache,prefill_ms_median,prefill_ms_p10,"
-                              "prefill_ms_p90,decode_ms_median,decode_ms_p10,decode_ms_p90,reps,decode_steps,kv_bytes,"
-                              "kv_bytes_allocated", 4 * 6},
+                              "prefill_ms_p90,decode_ms_median,decode_ms_p10,decode_ms_p90,reps,decode_steps,kv_rows,"
+                              "kv_bytes,kv_bytes_allocated", 4 * 6},
     {"attention_kernels.csv", "backend,seq_len,causal,impl,batch,heads,head_dim,threads,reps,time_ms_median,"
                               "time_ms_p10,time_ms_p90,gflop_s,work_bytes,io_bytes,max_abs_err,dtype,peak_bytes,"
                               "max_rel_err,rows_checked", 8},
@@ -403,7 +403,7 @@ static const struct {
     {"long_context_needle.csv", "*"},
     {"long_context_retrieval.csv", "*"},
     {"long_context_summary.csv", "*"},
-    {"long_context_cost.csv", "method,context_len,context_mult,window,n_sink,cache,reps,decode_steps,kv_bytes"},
+    {"long_context_cost.csv", "method,context_len,context_mult,window,n_sink,cache,reps,decode_steps,kv_rows,kv_bytes"},
 };
 
 static void compare_columns(const char *file, const char *columns) {

@@ -33,9 +33,10 @@
 //   long_context_summary.csv    method -> perplexity at 1, 2, 4, 8, 16 x T0, where it leaves
 //                            its short-context level (LEAVE_RATIO), retrieval at 1 and 4 x T0
 //                            and the longest context where half the needles are found
-//   long_context_cost.csv    method, context_len -> prefill time, decode ms/token, KV bytes
-//                            (kv_cache_bytes, and measured from the allocator), for full
+//   long_context_cost.csv    method, context_len -> prefill time, decode ms/token, KV rows and
+//                            bytes (kv_cache_bytes, and measured from the allocator), for full
 //                            attention (the scaled RoPEs cost the same) and the ring caches
+//                            (sinks + window + RING_CHUNK - 1 rows: prefills go in chunks)
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -354,10 +355,12 @@ static void measure_cost(Lab *lab, const Method *me, int T, const int *tokens, C
     double *prefill = mallocCheck(sz->cost_reps * sizeof(double));
     double *decode = mallocCheck((size_t)sz->cost_reps * sz->cost_decode * sizeof(double));
     size_t cache_bytes = 0;
+    int cache_rows = 0;
     for (int rep = 0; rep < sz->cost_reps; rep++) {
         if (c->window) session_open_ring(&s, &e, RING_CHUNK);
         else session_open(&s, &e, capacity);
         cache_bytes = kv_cache_bytes(&s.cache);
+        cache_rows = s.cache.capacity;
         double t0 = now_seconds();
         if (session_prefill(&s, tokens, T, NULL, &err)) die("long_context: cost: %s", err.msg);
         prefill[rep] = 1e3 * (now_seconds() - t0);
@@ -370,10 +373,10 @@ static void measure_cost(Lab *lab, const Method *me, int T, const int *tokens, C
     }
     BenchStats pre = bench_stats(prefill, sz->cost_reps), dec = bench_stats(decode, sz->cost_reps * sz->cost_decode);
     if (w)
-        csv_row(w, "%s,%d,%.6g,%d,%d,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%d,%zu,%zu", me->name, T, T / (double)lab->T0,
-                c->window, c->n_sink, c->window ? "ring" : "contiguous", pre.median_ms, pre.p10_ms, pre.p90_ms,
-                dec.median_ms, dec.p10_ms, dec.p90_ms, sz->cost_reps, sz->cost_decode, cache_bytes,
-                allocated_cache_bytes(c, capacity));
+        csv_row(w, "%s,%d,%.6g,%d,%d,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%d,%d,%zu,%zu", me->name, T,
+                T / (double)lab->T0, c->window, c->n_sink, c->window ? "ring" : "contiguous", pre.median_ms, pre.p10_ms,
+                pre.p90_ms, dec.median_ms, dec.p10_ms, dec.p90_ms, sz->cost_reps, sz->cost_decode, cache_rows,
+                cache_bytes, allocated_cache_bytes(c, capacity));
     free(prefill);
     free(decode);
     engine_close(&e);
@@ -465,7 +468,7 @@ static const LabTable TABLES[] = {
      "method -> perplexity at 1-16 x T0, where it leaves its short-context level, retrieval", LAB_CPU},
     {"long_context_cost",
      "method,context_len,context_mult,window,n_sink,cache,prefill_ms_median,prefill_ms_p10,prefill_ms_p90,decode_ms_median,"
-     "decode_ms_p10,decode_ms_p90,reps,decode_steps,kv_bytes,kv_bytes_allocated",
+     "decode_ms_p10,decode_ms_p90,reps,decode_steps,kv_rows,kv_bytes,kv_bytes_allocated",
      "method, context -> prefill time, decode time per token, KV bytes", LAB_CPU},
     {0},
 };
