@@ -165,15 +165,15 @@ static const struct {
                                        "rope_head_dim,kv_elements_per_token_layer,mha_elements_per_token_layer,"
                                        "kv_reduction_vs_mha,kv_bytes_per_token_fp16,context_fit_80gb,"
                                        "context_fit_80gb_beside_weights", 8},
-    // long_context, quick: 13 methods; contexts 64 .. 16 x 128 (6); needles for 7 methods at 128 ..
+    // long_context, quick: 13 methods; contexts 64 .. 16 x 128 (6); needles for all 13 (--all-needles) at 128 ..
     // 512 (3) x 5 depths; a stream of 2048 tokens in windows of 256 for 5 methods; cost of 4 methods
     {"long_context_ppl.csv", "method,context_len,window,n_sink,rope_scaling,rope_factor,context_mult,n_tokens,"
                              "nats_per_token,ppl,bits_per_byte,tail_ppl", 13 * 6},
     {"long_context_stream.csv", "method,position,window,n_sink,cache_positions,n_tokens,nats_per_token,ppl", 5 * 8},
     {"long_context_needle.csv", "method,context_len,depth_percent,context_mult,n_keys,exact_match,token_accuracy",
-     7 * 3 * 5},
+     13 * 3 * 5},
     {"long_context_retrieval.csv", "method,context_len,context_mult,n_samples,exact_match,worst_depth_exact_match",
-     7 * 3},
+     13 * 3},
     {"long_context_summary.csv", "method,ppl_best_short,ppl_1x,ppl_2x,ppl_4x,ppl_8x,ppl_16x,ppl_leaves_at_context,"
                                  "needle_1x,needle_4x,retrieval_up_to_context", 13},
     {"long_context_cost.csv", "method,context_len,context_mult,window,n_sink,cache,prefill_ms_median,prefill_ms_p10,"
