@@ -22,6 +22,7 @@
 
 #include "rng.h"
 #include "variants.h"
+#include "presets_fixture.h"
 #include "zoo.h"
 
 #define assert_near(got, want, tol)                                                                  \
@@ -131,18 +132,6 @@ static void test_budget_fit(void **state) {
         assert_true(b * context * per_token <= gib);
         assert_true((b + 1) * context * per_token > gib);
     }
-}
-
-static void template_path(char *buf, size_t size, const char *name) {
-    const char *root = getenv("INFERLAB_ROOT");
-    snprintf(buf, size, "%s/templates/%s", root ? root : ".", name);
-}
-
-static const ModelShape *find_model(const ModelShape *m, int n, const char *name) {
-    for (int i = 0; i < n; i++)
-        if (strcmp(m[i].name, name) == 0) return &m[i];
-    fail_msg("templates/model_presets.csv has no '%s'", name);
-    return NULL;
 }
 
 // fp16 caches, 80 GB (8e10 bytes):

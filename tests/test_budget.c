@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "budget.h"
+#include "presets_fixture.h"
 #include "rng.h"
 
 static const Precision BF16 = {NUM_BF16, NUM_BF16};
@@ -203,18 +204,6 @@ static void test_matches_engine_counts(void **state) {
 }
 
 // --- reference tables -------------------------------------------------------------------------
-
-static void template_path(char *buf, size_t size, const char *name) {
-    const char *root = getenv("INFERLAB_ROOT");
-    snprintf(buf, size, "%s/templates/%s", root ? root : ".", name);
-}
-
-static const ModelShape *find_model(const ModelShape *m, int n, const char *name) {
-    for (int i = 0; i < n; i++)
-        if (strcmp(m[i].name, name) == 0) return &m[i];
-    fail_msg("templates/model_presets.csv has no '%s'", name);
-    return NULL;
-}
 
 static void test_template_presets(void **state) {
     (void)state;
