@@ -45,6 +45,7 @@ static float *stream_logits(const Model *m, const int *tokens, int n, int n_pref
     else session_open(&s, &e, n);
     feed_stream(&s, tokens, n, n_prefill, logits);
     if (ring_chunk) assert_int_equal(s.cache.capacity, m->config.n_sink + m->config.window + ring_chunk - 1);
+    assert_int_equal(s.cache.n_layers, config_kv_layers(&m->config)); // CLA: one cache layer per set
     session_close(&s);
     engine_close(&e);
     return logits;
@@ -97,6 +98,25 @@ static void test_ring_equals_contiguous_window_mask(void **state) {
             free(want);
             model_free(&m);
         }
+}
+
+// Cross-layer KV sharing through a ring (3 layers in sets of 2: two cache layers) gives the
+// contiguous cache's logits bit for bit.
+static void test_ring_with_shared_layers(void **state) {
+    (void)state;
+    enum { T = 50, WINDOW = 6 };
+    int tokens[T];
+    random_tokens(tokens, T, 67, 8);
+    Config c = small_config(4, 2, WINDOW, 2);
+    c.n_layers = 3;
+    c.kv_share = 2;
+    Model m;
+    random_model(&m, &c, 50, 0.3f);
+    float *want = stream_logits(&m, tokens, T, 11, 0), *got = stream_logits(&m, tokens, T, 11, 4);
+    assert_memory_equal(got, want, (size_t)T * c.vocab_size * sizeof(float));
+    free(got);
+    free(want);
+    model_free(&m);
 }
 
 // StreamingLLM's rule changes the sinks' scores once positions are evicted, and only then.
@@ -259,6 +279,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_covering_the_stream_is_full_attention),
         cmocka_unit_test(test_ring_equals_contiguous_window_mask),
+        cmocka_unit_test(test_ring_with_shared_layers),
         cmocka_unit_test(test_position_rule_moves_only_evicted_sinks),
         cmocka_unit_test(test_ring_rollback),
         cmocka_unit_test(test_ring_memory_is_bounded),

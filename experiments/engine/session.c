@@ -18,8 +18,11 @@ void session_open_ring(Session *s, Engine *e, int chunk) {
     if (c->window == 0) die("session_open_ring: the model attends to everything (no window)");
     if (c->n_sink + c->window + chunk - 1 > e->s.max_keys)
         die("ring session of %d rows on an engine sized for %d", c->n_sink + c->window + chunk - 1, e->s.max_keys);
+    // A ring holds K/V rows of n_kv * hd; MLA's latent rows (values inside the keys) have no ring layout.
+    if (c->kv_lora_rank) die("session_open_ring: MLA's latent cache has no ring layout");
     s->engine = e;
-    kv_cache_alloc_ring(&s->cache, e->ops, c->n_layers, c->n_kv_heads, c->head_dim, c->n_sink, c->window, chunk);
+    kv_cache_alloc_ring(&s->cache, e->ops, config_kv_layers(c), c->n_kv_heads, c->head_dim, c->n_sink, c->window,
+                        chunk);
     s->logits = mallocCheck((size_t)c->vocab_size * sizeof(float));
 }
 

@@ -28,8 +28,8 @@ static const TrainPhase TEXT[] = {{0}};
 //     (copy loss 0.82 nats after 300 steps, 0.12 without);
 // so the copy phase trains copying only, and the passkey phase's filler teaches text.
 // The attention variants, with a fraction of the target's budget, copy for fewer steps: five
-// of them at 300 steps each (150 copying) keep the full zoo inside its 30 minutes on 2 cores
-// (400 steps: about 31.5; issue 12's note), and at 400 they retrieved only 4-8% anyway.
+// of them at 300 steps each (150 copying). At 400 they retrieved only 4-8%; at 300 the whole
+// full zoo still took 32 min 24 s from nothing on the 2-core EPYC (issue 12), over its 30.
 #define RETRIEVAL(copy_steps, copy_len)                                                              \
     {{.steps = copy_steps, .seq_len = copy_len, .copy_frac = 1.0f},                                  \
      {.passkey_frac = 0.5f, .gap_from = 16, .gap_widen = 0.6f, .filler_text = 1}}
