@@ -42,6 +42,7 @@
 #include "test_util.h"
 #include "tokenizer.h"
 #include "train.h"
+#include "zoo.h"
 
 // --- finite differences ----------------------------------------------------------------------
 
@@ -973,6 +974,33 @@ static void test_threads_agree(void **state) {
     free(grads[1]);
 }
 
+// The zoo scores retrieval where it was taught: every model with copy or passkey data in its
+// schedule is scored on passkeys during training and after it (the target over the grid of
+// contexts, the others at the training context), a text-only model never; only the target
+// logs a 16-point training curve.
+static void test_zoo_evaluations(void **state) {
+    (void)state;
+    const char *profiles[] = {"quick", "full"};
+    for (int p = 0; p < 2; p++) {
+        Zoo z;
+        Error err;
+        if (zoo_for_profile(&z, profiles[p], &err)) fail_msg("%s", err.msg);
+        for (int i = 0; i < z.n_models; i++) {
+            const ZooModel *m = &z.models[i];
+            int retrieves = 0;
+            for (int k = 0; k < m->train.n_phases; k++)
+                retrieves |= m->train.phases[k].copy_frac > 0 || m->train.phases[k].passkey_frac > 0;
+            int target = strcmp(m->role, "target") == 0;
+            if (!retrieves && (m->train.eval_passkeys != 0 || m->passkey_contexts != 0))
+                fail_msg("%s %s: text-only, yet scored on passkeys", profiles[p], m->name);
+            if (retrieves && (m->train.eval_passkeys <= 0 || m->passkey_contexts != (target ? 3 : 1)))
+                fail_msg("%s %s: taught to retrieve, not scored as declared", profiles[p], m->name);
+            assert_int_equal(m->train.eval_every, m->train.steps / (target ? 16 : 4));
+        }
+        assert_true(zoo_with_role(&z, "target", 0)->passkey_contexts == 3);
+    }
+}
+
 static void test_lr_schedule(void **state) {
     (void)state;
     TrainConfig tc = train_config_default();
@@ -1013,6 +1041,7 @@ int main(void) {
         cmocka_unit_test(test_adamw_step),
         cmocka_unit_test(test_threads_agree),
         cmocka_unit_test(test_lr_schedule),
+        cmocka_unit_test(test_zoo_evaluations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,6 +31,9 @@ typedef struct {
     char attention[8];   // "mha" | "gqa" | "mqa" | "mla" | "gqa+cla"
     Config config;       // vocab_size is the profile's
     TrainConfig train;
+    // Contexts of the passkey grid bin/train scores after training (each at every needle
+    // depth): 3 (T/2, 3T/4, T), 1 (T only) or 0 (none: a model trained on text alone).
+    int passkey_contexts;
 } ZooModel;
 
 typedef struct {
