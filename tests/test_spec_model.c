@@ -41,6 +41,28 @@ static void test_predicted_speedup(void **state) {
     assert_true(spec_predicted_speedup(0.99, 4, 1.0, 1.0) < 1.0);
 }
 
+// The counted model with nothing left out (no sampler cost, gamma drafts in gamma draft calls)
+// is the formula; each cost it adds lowers the prediction, and drafting fewer tokens than gamma
+// (a lookup without a match) verifies fewer rows.
+static void test_predicted_speedup_counted(void **state) {
+    (void)state;
+    double verify[] = {0.25, 0.30, 0.38, 0.45, 0.55}; // ms of 1 .. 5 rows
+    SpecCosts c = {0.05, 0.0, verify, 5};
+    for (int gamma = 1; gamma <= 4; gamma++)
+        for (double alpha = 0.1; alpha < 1.0; alpha += 0.2)
+            assert_float_equal(spec_predicted_speedup_counted(alpha, &c, gamma, gamma),
+                               spec_predicted_speedup(alpha, gamma, 0.05 / 0.25, verify[gamma] / 0.25), 1e-12);
+    double free_sampler = spec_predicted_speedup_counted(0.7, &c, 4, 4);
+    SpecCosts sampled = {0.05, 0.02, verify, 5};
+    assert_true(spec_predicted_speedup_counted(0.7, &sampled, 4, 4) < free_sampler);
+    assert_true(spec_predicted_speedup_counted(0.7, &c, 4, 5) < free_sampler); // a catch-up call
+    // 2.5 drafts per step: E(0.7, 2.5) tokens for half of a 3-row and half of a 4-row forward
+    double e = (1 - pow(0.7, 3.5)) / 0.3, step = 2.5 * 0.05 + 0.5 * (0.38 + 0.45);
+    assert_float_equal(spec_predicted_speedup_counted(0.7, &c, 2.5, 2.5), e * 0.25 / step, 1e-12);
+    assert_float_equal(spec_predicted_speedup_counted(1.0, &c, 2.0, 2.0), 3 * 0.25 / (0.1 + 0.38), 1e-12);
+    assert_true(isnan(spec_predicted_speedup_counted(NAN, &c, 2.0, 2.0)));
+}
+
 static void test_smaller_is_higher(void **state) {
     (void)state;
     double sizes[] = {3e4, 1e4, 8e4}; // not in size order
@@ -66,6 +88,7 @@ int main(void) {
         cmocka_unit_test(test_expected_tokens_closed_form),
         cmocka_unit_test(test_expected_tokens_limits),
         cmocka_unit_test(test_predicted_speedup),
+        cmocka_unit_test(test_predicted_speedup_counted),
         cmocka_unit_test(test_smaller_is_higher),
         cmocka_unit_test(test_smallest_is_lowest),
     };

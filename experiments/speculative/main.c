@@ -48,6 +48,11 @@
 //     cost_c, verify_v    c of the draft and v(gamma + 1) from speculative_cost/verify.csv
 //     predicted_speedup   E / (gamma c + v(gamma + 1)); predicted_speedup_v1: with v = 1
 //     predicted_error     predicted_speedup / speedup - 1
+//     distribution_ms     the sampler's distribution and draw of one row at T (median)
+//     predicted_speedup_counted  the prediction with the costs the formula leaves out
+//                         (spec_model.h): the run's own drafts and draft calls per step, the
+//                         sampler's work on every distribution, measured verify times
+//     predicted_error_counted  predicted_speedup_counted / speedup - 1
 //   speculative_positions.csv  temperature, draft, gamma, position i -> steps that drafted
 //                              position i, steps that accepted drafts 1..i, their ratio, and
 //                              alpha^i at the judged alpha (what independent acceptance predicts)
@@ -122,7 +127,8 @@ typedef struct {
     int *prompts;  // (n_prompts, prompt_len)
     uint64_t seed;
     BenchStats target_step;
-    BenchStats *verify; // (max_gamma + 1): [k - 1] is a k-row forward
+    BenchStats *verify;       // (max_gamma + 1): [k - 1] is a k-row forward
+    BenchStats *distribution; // (n_temperatures): the sampler's distribution and draw of one row
 } Lab;
 
 // --- inputs -----------------------------------------------------------------------------------
@@ -230,7 +236,7 @@ static void free_inputs(Lab *lab) {
     session_close(&lab->session);
     engine_close(&lab->engine);
     free(lab->prompts);
-    free(lab->verify);
+    free(lab->verify), free(lab->distribution);
     corpus_free(&lab->corpus);
     tokenizer_free(&lab->tok);
     model_free(&lab->model);
@@ -266,6 +272,41 @@ static void forward_once(const Forward *f, int *scratch) {
     session_truncate(f->session, f->n);
 }
 
+static Sampler make_sampler(const Lab *lab, double temperature, int prompt) {
+    SamplerParams p = sampler_params_default();
+    p.temperature = (float)temperature;
+    p.seed = lab->seed + (uint64_t)prompt;
+    Sampler s;
+    Error err;
+    if (sampler_init(&s, lab->model.config.vocab_size, &p, &err)) die("speculative: %s", err.msg);
+    return s;
+}
+
+// The sampler's work on one distribution at each temperature of the sweep (what a step does
+// for every draft's q and every verified row's p, and plain decoding once per token): the
+// processed distribution of the target's logits after tokens[0..n) and a draw from it.
+// ms: room for step_reps timings.
+static void measure_distributions(Lab *lab, const int *tokens, int n, double *ms) {
+    int V = lab->model.config.vocab_size, reps = lab->sz->step_reps;
+    float *probs = mallocCheck((size_t)V * sizeof(float));
+    reset_session(&lab->session, tokens, n);
+    lab->distribution = mallocCheck((size_t)lab->sz->n_temperatures * sizeof(BenchStats));
+    for (int t = 0; t < lab->sz->n_temperatures; t++) {
+        Sampler s = make_sampler(lab, lab->sz->temperatures[t], 0);
+        Error err;
+        for (int rep = -3; rep < reps; rep++) {
+            double t0 = now_seconds();
+            if (sampler_distribution(&s, lab->session.logits, tokens, n, probs, &err) < 0 ||
+                sampler_draw(&s, probs, V, &err) < 0)
+                die("speculative: %s", err.msg);
+            if (rep >= 0) ms[rep] = 1e3 * (now_seconds() - t0);
+        }
+        lab->distribution[t] = bench_stats(ms, reps);
+        sampler_free(&s);
+    }
+    free(probs);
+}
+
 // Time every forward of the cost model: the target's decode step, each draft's step, and the
 // target's verification of 1..max_gamma + 1 rows, after prompt 0. They are timed round-robin,
 // one call of each per round after 3 untimed rounds, so that a burst of load on the machine
@@ -299,6 +340,7 @@ static void measure_costs(Lab *lab) {
     for (int i = 0; i < lab->n_drafts; i++) lab->drafts[i].step = bench_stats(ms + (size_t)(1 + i) * reps, reps);
     lab->verify = mallocCheck((size_t)K * sizeof(BenchStats));
     for (int k = 1; k <= K; k++) lab->verify[k - 1] = bench_stats(ms + (size_t)(lab->n_drafts + k) * reps, reps);
+    measure_distributions(lab, tokens, P, ms);
     free(ms), free(f), free(logits), free(scratch), free(tokens);
 }
 
@@ -307,15 +349,6 @@ static double verify_v(const Lab *lab, int rows) { return lab->verify[rows - 1].
 
 // --- generation runs --------------------------------------------------------------------------
 
-static Sampler make_sampler(const Lab *lab, double temperature, int prompt) {
-    SamplerParams p = sampler_params_default();
-    p.temperature = (float)temperature;
-    p.seed = lab->seed + (uint64_t)prompt;
-    Sampler s;
-    Error err;
-    if (sampler_init(&s, lab->model.config.vocab_size, &p, &err)) die("speculative: %s", err.msg);
-    return s;
-}
 
 // One run: every prompt continued for gen_len tokens, by the target alone (d NULL) or by
 // speculative decoding with d at gamma. out (n_prompts, gen_len) gets the tokens, stats
@@ -495,7 +528,7 @@ static const LabTable TABLES[] = {
      "judged_acceptance,mean_accepted_len,drafts_per_step,target_calls,draft_calls,predicted_accepted_len,matches_plain,"
      "divergence_margin,reps,spec_ms_median,spec_ms_p10,spec_ms_p90,plain_ms_median,plain_ms_p10,plain_ms_p90,"
      "spec_tok_s,plain_tok_s,speedup,draft_time_share,target_time_share,cost_c,verify_v,predicted_speedup,"
-     "predicted_speedup_v1,predicted_error",
+     "predicted_speedup_v1,predicted_error,distribution_ms,predicted_speedup_counted,predicted_error_counted",
      "temperature, draft, gamma -> acceptance, mean accepted length, measured and predicted speed-up", LAB_CPU},
     {"speculative_positions", "backend,temperature,draft,gamma,position,drafted,accepted,acceptance_rate,iid_rate",
      "temperature, draft, gamma, draft position -> how often drafts 1..i were all accepted", LAB_CPU},
@@ -513,6 +546,8 @@ static const LabTable TABLES[] = {
 static void write_runs(LabRun *r, const Lab *lab, const Sweep *s) {
     const Sizes *sz = lab->sz;
     int n_tokens = sz->n_prompts * sz->gen_len;
+    double *verify_ms = mallocCheck((size_t)(lab->max_gamma + 1) * sizeof(double));
+    for (int k = 0; k <= lab->max_gamma; k++) verify_ms[k] = lab->verify[k].median_ms;
     CsvWriter w = lab_csv(r, TABLE_RUNS);
     for (int t = 0; t < sz->n_temperatures; t++) {
         for (int d = 0; d < lab->n_drafts; d++)
@@ -526,20 +561,25 @@ static void write_runs(LabRun *r, const Lab *lab, const Sweep *s) {
                 double spec_ms = res->m.ms.median_ms, total_s = 1e-3 * spec_ms, speedup = plain->ms.median_ms / spec_ms;
                 double c = cost_c(lab, dr), v = verify_v(lab, gamma + 1);
                 double predicted = spec_predicted_speedup(alpha, gamma, c, v);
+                SpecCosts costs = {dr->step.median_ms, lab->distribution[t].median_ms, verify_ms, lab->max_gamma + 1};
+                double counted = spec_predicted_speedup_counted(alpha, &costs, (double)st->drafted / st->steps,
+                                                                (double)st->draft_calls / st->steps);
                 double matches = T == 0 ? (double)isnan(res->divergence_margin) : NAN;
                 csv_row(&w,
                         "cpu,%.6g,%s,%d,%.6g,%d,%d,%ld,%ld,%ld,%.6g,%.6g,%.6g,%.6g,%ld,%ld,%.6g,%.6g,%.6g,%d,"
-                        "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g",
+                        "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g",
                         T, dr->name, gamma, dr->params, sz->n_prompts, n_tokens, st->steps, st->drafted, st->accepted,
                         speculative_acceptance_rate(st), alpha, speculative_mean_accepted_len(st), (double)st->drafted / st->steps, st->target_calls,
                         st->draft_calls, spec_expected_tokens(alpha, gamma), matches, res->divergence_margin, sz->reps,
                         spec_ms, res->m.ms.p10_ms, res->m.ms.p90_ms, plain->ms.median_ms, plain->ms.p10_ms,
                         plain->ms.p90_ms, n_tokens / total_s, n_tokens / (1e-3 * plain->ms.median_ms), speedup,
                         st->draft_s / total_s, st->target_s / total_s, c, v, predicted,
-                        spec_predicted_speedup(alpha, gamma, c, 1.0), predicted / speedup - 1);
+                        spec_predicted_speedup(alpha, gamma, c, 1.0), predicted / speedup - 1,
+                        lab->distribution[t].median_ms, counted, counted / speedup - 1);
             }
     }
     csv_close(&w);
+    free(verify_ms);
 }
 
 static void write_positions(LabRun *r, const Lab *lab, const Sweep *s) {

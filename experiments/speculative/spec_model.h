@@ -18,6 +18,22 @@ double spec_expected_tokens(double alpha, int gamma);
 // E(alpha, gamma) / (gamma * c + v), v being v(gamma + 1).
 double spec_predicted_speedup(double alpha, int gamma, double c, double v);
 
+// The same prediction with every cost the formula leaves out, in measured milliseconds, and
+// the run's own counts per step instead of gamma: a step makes draft_calls draft forwards
+// (decode steps and the catch-up after a rejection), drafts n_drafted tokens (fewer than gamma
+// when a lookup finds no match) and so processes n_drafted distributions q, verifies
+// n_drafted + 1 rows and processes their n_drafted + 1 distributions p; it adds
+// E(alpha, n_drafted) tokens (the closed form at a fractional count). Plain decoding costs one
+// target step and one distribution per token. verify_ms[k - 1] is a k-row target forward
+// (k = 1 .. max_rows; a fractional row count interpolates linearly).
+typedef struct {
+    double draft_step_ms;    // one draft forward (or lookup search)
+    double distribution_ms;  // the sampler's processed distribution and draw, one row
+    const double *verify_ms; // (max_rows)
+    int max_rows;
+} SpecCosts;
+double spec_predicted_speedup_counted(double alpha, const SpecCosts *c, double n_drafted, double draft_calls);
+
 // Over n drafts of the given sizes (parameter counts), with one value each (a best speed-up,
 // an acceptance rate): 1 if every draft smaller than another has a strictly higher value
 // ("is a smaller draft always faster?"), else 0.
