@@ -31,12 +31,22 @@ size_t dtype_size(DType t);            // bytes of one value of a plain type; 0 
 const char *dtype_name(DType t);       // "fp32", "fp16", "bf16", "q8_0", "q4_0", "int8", "int4-g32", ...
 int dtype_from_name(const char *name); // -1 on an unknown name
 
+// LLM.int8()'s decomposition of a quantised matrix: n of its input columns kept in fp32 (their
+// codes in the quantised rows are zero), cols (n) increasing, w (rows, n) their weights. Host
+// memory: the CPU backend runs it (kernels/quant.h), CUDA refuses it.
+typedef struct {
+    int n;
+    const int *cols;
+    const float *w;
+} TensorOutliers;
+
 // A weight matrix of shape (rows, cols), row-major, in backend memory: it maps an input
-// row of cols to an output row of rows.
+// row of cols to an output row of rows. outliers: NULL, or fp32 columns beside a quantised one.
 typedef struct {
     DType dtype;
     const void *data;
     int rows, cols;
+    const TensorOutliers *outliers;
 } Tensor;
 
 // The attention of one layer: n_heads query heads over n_kv_heads key/value heads (query

@@ -173,7 +173,7 @@ void model_kv_cache_alloc(KVCache *kv, const Ops *ops, const Config *c, int capa
 // block itself when there is none): the same offset, in elements of type t.
 static Tensor block_tensor(DType t, const void *backend, const float *host, const float *p, int rows, int cols) {
     const char *base = backend ? backend : (const void *)host;
-    Tensor x = {t, base + (size_t)(p - host) * dtype_size(t), rows, cols};
+    Tensor x = {t, base + (size_t)(p - host) * dtype_size(t), rows, cols, NULL};
     return x;
 }
 

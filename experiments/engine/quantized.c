@@ -47,7 +47,7 @@ void quant_weights_layout(QuantWeights *q, const Model *m, DType dtype, const DT
         DType t = types ? types[i] : dtype_holds_row(dtype, cols[i]) ? dtype : DTYPE_F32;
         if (!dtype_holds_row(t, cols[i])) die("quant_weights_layout: rows of %d cannot be %s", cols[i], dtype_name(t));
         size_t bytes = (size_t)rows[i] * dtype_row_bytes(t, cols[i]);
-        q->tensors[i] = (Tensor){t, NULL, rows[i], cols[i]};
+        q->tensors[i] = (Tensor){t, NULL, rows[i], cols[i], NULL};
         offset[i] = block;
         if (t != DTYPE_F32) block += (bytes + 63) / 64 * 64; // each tensor on a cache line
         q->bytes += bytes;

@@ -135,7 +135,7 @@ static void synth_open(SynthSet *s, DType t, const Sizes *sz) {
         int rows = SYNTH_SHAPES[i % SYNTH_PER_LAYER][0] / sz->synth_scale;
         int cols = SYNTH_SHAPES[i % SYNTH_PER_LAYER][1] / sz->synth_scale;
         size_t bytes = (size_t)rows * dtype_row_bytes(t, cols);
-        s->w[i] = (Tensor){t, mallocHugeCheck(bytes), rows, cols};
+        s->w[i] = (Tensor){t, mallocHugeCheck(bytes), rows, cols, NULL};
         synth_fill(&s->w[i]);
         s->bytes += bytes;
         widest = rows > widest ? rows : widest;

@@ -51,8 +51,11 @@ static void cpu_embedding(float *out, const Tensor *table, const int *tokens, in
     if (table->dtype != DTYPE_F32 && !dtype_is_quantized(table->dtype))
         die("cpu embedding: %s tables are not supported", dtype_name(table->dtype));
     size_t C = table->cols, row_bytes = dtype_row_bytes(table->dtype, table->cols);
-    for (int r = 0; r < R; r++) // (R, C)
+    const TensorOutliers *o = table->outliers;
+    for (int r = 0; r < R; r++) { // (R, C)
         dequantize_row(table->dtype, out + r * C, (const char *)table->data + tokens[r] * row_bytes, (int)C);
+        for (int k = 0; o && k < o->n; k++) out[r * C + o->cols[k]] = o->w[(size_t)tokens[r] * o->n + k];
+    }
 }
 
 static void cpu_rope(float *x, int R, int n_heads, int head_dim, int rot_dim, const int *pos, const float *inv_freq,
