@@ -18,7 +18,7 @@
 
 #include <stddef.h>
 
-// Element types of weight tensors. Activations, norms and KV caches are fp32. The quantised
+// Element types of weight tensors. Activations and norms are fp32, KV caches fp32 or int8. The quantised
 // types (q8_0 ... int4-g128) are blocks of weights with their scales: kernels/quant.h gives
 // their layouts, row sizes and kernels.
 typedef enum {
@@ -125,14 +125,23 @@ OPS_INLINE int kv_layout_row(KVLayout l, int j) {
 // position p at row kv_layout_row(layouts[r], p) (row p when layouts is NULL), in rows of the
 // shape's key / value stride; values[r] may equal keys[r] when the values are part of the key
 // rows, as in MLA's latent cache. Rows of one sequence share the pointers; a prefill chunk is
-// consecutive rows of one sequence, a batched decode step one row of each. All four arrays
+// consecutive rows of one sequence, a batched decode step one row of each. All the arrays
 // live in backend memory.
+//
+// The rows' element type: DTYPE_F32 (0), or DTYPE_I8, the int8 KV cache: keys[r] and
+// values[r] then point at int8 rows (the same strides, counted in elements) and every row holds
+// one float scale per KV head, key_scales[r][row * n_scales + g] (values alike), written by
+// kv_write (amax / 127 of that head's slice of the row) and applied by attention.
 typedef struct {
     int R;
     const int *pos;           // (R)
     float *const *keys;       // (R)
     float *const *values;     // (R)
     const KVLayout *layouts;  // (R), or NULL: every cache contiguous
+    DType dtype;              // DTYPE_F32 or DTYPE_I8
+    int n_scales;             // DTYPE_I8: scales per row (the KV heads)
+    float *const *key_scales;   // DTYPE_I8: (R)
+    float *const *value_scales; // DTYPE_I8: (R)
 } KVRows;
 
 typedef struct Ops {
