@@ -46,10 +46,7 @@ typedef struct {
 
 static inline float key_dot(const HeadRows *h, const float *q, size_t row, size_t stride, int hd) {
     if (h->dtype == DTYPE_F32) return dot_f32(q, (const float *)h->k + row * stride, hd);
-    const int8_t *k = (const int8_t *)h->k + row * stride;
-    float acc = 0.0f;
-    for (int d = 0; d < hd; d++) acc += q[d] * k[d];
-    return acc * h->ks[row * h->n_scales];
+    return dot_f32_i8(q, (const signed char *)h->k + row * stride, hd) * h->ks[row * h->n_scales];
 }
 
 static inline void add_value(float *out, const HeadRows *h, float a, size_t row, size_t stride, int vd) {
