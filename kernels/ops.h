@@ -18,7 +18,7 @@
 
 #include <stddef.h>
 
-// Element types of weight tensors. Activations, norms and KV caches are fp32. The quantised
+// Element types of weight tensors. Activations and norms are fp32, KV caches fp32 or int8. The quantised
 // types (q8_0 ... int4-g128) are blocks of weights with their scales: kernels/quant.h gives
 // their layouts, row sizes and kernels.
 typedef enum {
@@ -31,12 +31,22 @@ size_t dtype_size(DType t);            // bytes of one value of a plain type; 0 
 const char *dtype_name(DType t);       // "fp32", "fp16", "bf16", "q8_0", "q4_0", "int8", "int4-g32", ...
 int dtype_from_name(const char *name); // -1 on an unknown name
 
+// LLM.int8()'s decomposition of a quantised matrix: n of its input columns kept in fp32 (their
+// codes in the quantised rows are zero), cols (n) increasing, w (rows, n) their weights. Host
+// memory: the CPU backend runs it (kernels/quant.h), CUDA refuses it.
+typedef struct {
+    int n;
+    const int *cols;
+    const float *w;
+} TensorOutliers;
+
 // A weight matrix of shape (rows, cols), row-major, in backend memory: it maps an input
-// row of cols to an output row of rows.
+// row of cols to an output row of rows. outliers: NULL, or fp32 columns beside a quantised one.
 typedef struct {
     DType dtype;
     const void *data;
     int rows, cols;
+    const TensorOutliers *outliers;
 } Tensor;
 
 // The attention of one layer: n_heads query heads over n_kv_heads key/value heads (query
@@ -115,14 +125,23 @@ OPS_INLINE int kv_layout_row(KVLayout l, int j) {
 // position p at row kv_layout_row(layouts[r], p) (row p when layouts is NULL), in rows of the
 // shape's key / value stride; values[r] may equal keys[r] when the values are part of the key
 // rows, as in MLA's latent cache. Rows of one sequence share the pointers; a prefill chunk is
-// consecutive rows of one sequence, a batched decode step one row of each. All four arrays
+// consecutive rows of one sequence, a batched decode step one row of each. All the arrays
 // live in backend memory.
+//
+// The rows' element type: DTYPE_F32 (0), or DTYPE_I8, the int8 KV cache: keys[r] and
+// values[r] then point at int8 rows (the same strides, counted in elements) and every row holds
+// one float scale per KV head, key_scales[r][row * n_scales + g] (values alike), written by
+// kv_write (amax / 127 of that head's slice of the row) and applied by attention.
 typedef struct {
     int R;
     const int *pos;           // (R)
     float *const *keys;       // (R)
     float *const *values;     // (R)
     const KVLayout *layouts;  // (R), or NULL: every cache contiguous
+    DType dtype;              // DTYPE_F32 or DTYPE_I8
+    int n_scales;             // DTYPE_I8: scales per row (the KV heads)
+    float *const *key_scales;   // DTYPE_I8: (R)
+    float *const *value_scales; // DTYPE_I8: (R)
 } KVRows;
 
 typedef struct Ops {

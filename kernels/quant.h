@@ -57,9 +57,26 @@ void dequantize_matrix(DType t, float *dst, const void *src, int rows, int cols)
 float dot_row(DType t, const void *row, const float *x, int n);
 const char *quant_simd_name(void); // "avx512", "avx2", "scalar"
 
+// The integer dot (llama.cpp's q8_0 x q8_0 vec_dot): decode with q8_0 or int8 weights quantises
+// each activation row once per matmul to act-q8, blocks of 32 values { float d; int8 q[32] }
+// with d = amax / 127 and q = round(x / d) (a row's last block zero-padded), and sums int8 x int8
+// products in int32 per block (AVX-512 VNNI, AVX-VNNI or AVX2 where compiled, plain C
+// otherwise: quant_int_dot_name), times the weight block's scale and d. Rounding x moves each
+// value by at most d / 2, so the result differs from the float dot of the same weights with x by
+// at most sum over blocks k of d_k / 2 * sum_{j in k} |w_j| (plus fp32 rounding).
+size_t act_q8_row_bytes(int n);
+void quantize_act_row(void *dst, const float *x, int n);
+int dtype_has_int_dot(DType t); // q8_0, int8
+float dot_row_int(DType t, const void *row, const void *xq, int n);
+const char *quant_int_dot_name(void); // "avx512-vnni", "avx-vnni", "avx2", "scalar"
+// Whether matmul_typed's decode rows take the integer dot (default: where a SIMD one is compiled;
+// else the float dequantise-dot). Returns the previous setting. Not thread-safe: set it between runs.
+int quant_int_dot_enable(int on);
+
 // out (R, rows) = x (R, cols) @ w^T for a weight matrix of any type: ops->matmul on the CPU.
-// R <= 16: each weight row is read once and dotted with every input row by dot_row (so row r is
-// bit for bit the R == 1 result on x_r, as matmul's fp32 path); R > 16 (prefill): tiles of
-// weight rows dequantised to fp32 into scratch, then sgemm. scratch: matmul_typed_scratch_bytes.
+// R <= 16: each weight row is read once and dotted with every input row by dot_row or the integer
+// dot (so row r is bit for bit the R == 1 result on x_r, as matmul's fp32 path); R > 16
+// (prefill): tiles of weight rows dequantised to fp32 into scratch, then sgemm. w->outliers'
+// fp32 columns are added to either. scratch: matmul_typed_scratch_bytes.
 void matmul_typed(float *out, const float *x, const Tensor *w, int R, void *scratch);
 size_t matmul_typed_scratch_bytes(DType t, int R, int cols);

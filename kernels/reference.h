@@ -15,6 +15,10 @@ void ref_swiglu(float *out, const float *gate, const float *up, int T, int H);
 // with x accumulated in double (the twin of dot_row).
 float ref_dequantize_weight(DType t, const void *row, int n, int i);
 double ref_dot_row(DType t, const void *row, const float *x, int n);
+// Value i of an act-q8 row (quant.h: blocks of 32 { float d; int8 q[32] }): d * q, and the dot
+// of a stored row with such a row in double (the twin of dot_row_int).
+double ref_act_q8_value(const void *xq, int i);
+double ref_dot_row_act_q8(DType t, const void *row, const void *xq, int n);
 // Queries q (n_q, n_heads * hd) at positions pos0 .. pos0 + n_q - 1 of one sequence whose
 // keys and values k, v hold rows of the shape's strides (>= pos0 + n_q of them): attention_kv
 // for a single sequence; out (n_q, n_heads * value_dim).

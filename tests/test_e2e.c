@@ -185,13 +185,20 @@ static const struct {
     {"sgemm_peak.csv", "backend,n,threads,reps,time_ms_median,time_ms_p10,time_ms_p90,gflop_s,gflop_s_best,mode", 1},
     {"hardware_budget.csv", NULL, 162},
     {"roofline.csv", NULL, 43},
-    // fp32 and the six round-to-nearest formats; the model also in AWQ int4 g = 32, 64, 128
-    {"quantization_synthetic.csv", "format,bits_per_weight,weights,set_bytes,stream_gb_s,matvec_ms_median,matvec_ms_p10,"
-                                   "matvec_ms_p90,reps,gb_s_median,speedup_vs_fp32,byte_ratio_vs_fp32", 7},
+    // fp32 and the six round-to-nearest formats, q8_0 and int8 also with their other decode kernel; the model also
+    // in AWQ int4 g = 32, 64, 128 and LLM.int8() at two thresholds; fp32 / q8_0 weights x fp32 / int8 KV caches
+    {"quantization_synthetic.csv", "format,dot_kernel,bits_per_weight,weights,set_bytes,stream_gb_s,matvec_ms_median,"
+                                   "matvec_ms_p10,matvec_ms_p90,reps,gb_s_median,speedup_vs_fp32,byte_ratio_vs_fp32", 9},
+    {"quantization_outliers.csv", "format,keep_fraction,threshold,column_fraction,weight_fraction,channel_max_p50,"
+                                  "channel_max_p90,channel_max_p99,channel_max_max,calibration_tokens", 2},
+    {"quantization_kv.csv", "weights,kv_cache,kv_bytes_per_token,kv_cache_bytes,val_bits_per_byte,"
+                            "val_bits_per_byte_delta,passkey_accuracy,passkey_samples,long_context,long_context_kv_bytes,"
+                            "decode_step_bytes,decode_tok_s_median,decode_tok_s_p10,decode_tok_s_p90,decode_reps,"
+                            "decode_gb_s", 4},
     {"quantization.csv", "format,method,group_size,bits_per_weight,file_bytes,decode_step_bytes,val_bits_per_byte,"
                          "val_bits_per_byte_delta,passkey_accuracy,passkey_samples,decode_tok_s_median,decode_tok_s_p10,"
                          "decode_tok_s_p90,prefill_tok_s_median,prefill_tok_s_p10,prefill_tok_s_p90,decode_reps,"
-                         "prefill_reps,decode_gb_s,stream_gb_s,bandwidth_fraction", 10},
+                         "prefill_reps,decode_gb_s,stream_gb_s,bandwidth_fraction", 12},
 };
 
 static void test_csv_headers_and_rows(void **state) {
@@ -395,7 +402,11 @@ static const struct {
     {"attention_kernels.csv",
      "backend,seq_len,causal,impl,batch,heads,head_dim,threads,work_bytes,io_bytes,max_abs_err,dtype,peak_bytes,"
      "max_rel_err,rows_checked"},
-    {"quantization_synthetic.csv", "format,bits_per_weight,weights,set_bytes,reps,byte_ratio_vs_fp32"},
+    {"quantization_synthetic.csv", "format,dot_kernel,bits_per_weight,weights,set_bytes,reps,byte_ratio_vs_fp32"},
+    {"quantization_outliers.csv", "*"},
+    {"quantization_kv.csv", "weights,kv_cache,kv_bytes_per_token,kv_cache_bytes,val_bits_per_byte,"
+                            "val_bits_per_byte_delta,passkey_accuracy,passkey_samples,long_context,long_context_kv_bytes,"
+                            "decode_step_bytes,decode_reps"},
     {"quantization.csv", "format,method,group_size,bits_per_weight,file_bytes,decode_step_bytes,val_bits_per_byte,"
                          "val_bits_per_byte_delta,passkey_accuracy,passkey_samples,decode_reps,prefill_reps"},
     {"long_context_ppl.csv", "*"},

@@ -160,7 +160,7 @@ static void check_attention(int n_heads, int n_kv, int n_q, int pos0, int window
         keys[r] = k;
         values[r] = v;
     }
-    KVRows kv = {n_q, pos, keys, values, NULL};
+    KVRows kv = {n_q, pos, keys, values, .layouts = NULL};
     size_t scratch_bytes = attention_kv_scratch_bytes(n_keys);
     float *scratch = mallocCheck(scratch_bytes);
     attention_kv(got, q, &kv, &s, scratch, scratch_bytes);
@@ -183,7 +183,7 @@ static void test_attention_kv_rows_of_many_sequences(void **state) {
         k[b] = random_buffer((size_t)CAP * KV * HD, &rng);
         v[b] = random_buffer((size_t)CAP * KV * HD, &rng);
     }
-    KVRows kv = {B, pos, k, v, NULL};
+    KVRows kv = {B, pos, k, v, .layouts = NULL};
     size_t bytes = attention_kv_scratch_bytes(CAP);
     float *scratch = mallocCheck(bytes);
     attention_kv(got, q, &kv, &s, scratch, bytes);
@@ -212,7 +212,7 @@ static void check_attention_values(int n_heads, int n_kv, int hd, int vd, int la
     int pos[9];
     float *keys[9], *values[9];
     for (int r = 0; r < n_q; r++) pos[r] = pos0 + r, keys[r] = k, values[r] = v;
-    KVRows kv = {n_q, pos, keys, values, NULL};
+    KVRows kv = {n_q, pos, keys, values, .layouts = NULL};
     size_t scratch_bytes = attention_kv_scratch_bytes(n_keys);
     float *scratch = mallocCheck(scratch_bytes);
     attention_kv(got, q, &kv, &s, scratch, scratch_bytes);

@@ -5,7 +5,12 @@
 //     block's scale range; dot_row (the SIMD decode kernel compiled for this target) and
 //     matmul_typed (row-streaming for R <= 16, tiled dequantise + sgemm above) agree with the
 //     double-accumulating reference within 2e-5 * sum |w_i x_i| per output;
-//   - up to 16 rows, matmul_typed's row r is bit for bit the single-row result.
+//   - up to 16 rows, matmul_typed's row r is bit for bit the single-row result;
+//   - the integer dot (q8_0 / int8 weights x an act-q8 row): quantize_act_row's values lie
+//     within d / 2 of x (codes in [-127, 127]); dot_row_int agrees with the double dot of the
+//     same codes within 2e-5 * sum |w_i x^_i|, and with the float dot of x within the rounding
+//     bound of quant.h, sum_k d_k / 2 * sum_{j in k} |w_j| (+ 2e-5 * sum |w_i x_i|);
+//   - outlier columns (LLM.int8()): matmul_typed adds them exactly to the quantised part.
 // Run: make build/tests/test_quant && build/tests/test_quant
 #include <setjmp.h>
 #include <stdarg.h>
@@ -174,24 +179,149 @@ static void test_dot_matches_reference(void **state) {
         }
 }
 
-// matmul_typed against the reference dot of every (row, output) pair; R spans both paths.
-static void check_matmul_typed(DType t, int R, int n, int d, uint64_t *rng) {
+// The bound quant.h states for rounding x to act-q8: sum over blocks of d_k / 2 * sum |w_j|.
+static double act_rounding_bound(DType t, const void *row, const void *xq, int n) {
+    double bound = 0.0;
+    for (int i = 0; i < n; i++) {
+        float d;
+        memcpy(&d, (const uint8_t *)xq + (size_t)(i / 32) * 36, sizeof d);
+        bound += d / 2.0 * fabs((double)ref_dequantize_weight(t, row, n, i));
+    }
+    return bound;
+}
+
+static double abs_dot_act(DType t, const void *row, const void *xq, int n) {
+    double s = 0.0;
+    for (int i = 0; i < n; i++) s += fabs((double)ref_dequantize_weight(t, row, n, i) * ref_act_q8_value(xq, i));
+    return s;
+}
+
+static void test_act_q8_round_trip(void **state) {
+    (void)state;
+    uint64_t rng = rng_seed(22);
+    for (size_t l = 0; l < sizeof LENGTHS / sizeof LENGTHS[0]; l++) {
+        int n = LENGTHS[l];
+        float *x = random_floats(n, 2.0f, &rng);
+        x[n / 2] = 9.0f; // an outlier sets its block's scale
+        uint8_t *xq = mallocCheck(act_q8_row_bytes(n));
+        assert_int_equal(act_q8_row_bytes(n), (size_t)(n + 31) / 32 * 36);
+        quantize_act_row(xq, x, n);
+        for (int i = 0; i < n; i++) {
+            float d;
+            memcpy(&d, xq + (size_t)(i / 32) * 36, sizeof d);
+            int8_t q = (int8_t)xq[(size_t)(i / 32) * 36 + 4 + i % 32];
+            assert_true(q != -128); // codes lie in [-127, 127]
+            if (!(fabs(ref_act_q8_value(xq, i) - x[i]) <= d / 2 * (1 + 1e-6)))
+                fail_msg("act-q8 n=%d value %d: %g -> %g (d %g)", n, i, x[i], ref_act_q8_value(xq, i), d);
+        }
+        free(x), free(xq);
+    }
+}
+
+static void test_int_dot_matches_reference(void **state) {
+    (void)state;
+    uint64_t rng = rng_seed(23);
+    print_message("integer dot compiled for: %s\n", quant_int_dot_name());
+    const DType types[] = {DTYPE_Q8_0, DTYPE_I8};
+    for (int k = 0; k < 2; k++)
+        for (size_t l = 0; l < sizeof LENGTHS / sizeof LENGTHS[0]; l++) {
+            DType t = types[k];
+            int n = LENGTHS[l];
+            if (!dtype_holds_row(t, n)) continue;
+            float *w = random_floats(n, 1.0f, &rng), *x = random_floats(n, 1.0f, &rng);
+            uint8_t *q = mallocCheck(dtype_row_bytes(t, n)), *xq = mallocCheck(act_q8_row_bytes(n));
+            quantize_row(t, q, w, n);
+            quantize_act_row(xq, x, n);
+            double got = dot_row_int(t, q, xq, n);
+            assert_dot_close("dot_row_int (same codes)", t, got, ref_dot_row_act_q8(t, q, xq, n), abs_dot_act(t, q, xq, n));
+            double exact = ref_dot_row(t, q, x, n), bound = act_rounding_bound(t, q, xq, n) + 2e-5 * abs_dot(t, q, x, n);
+            if (!(fabs(got - exact) <= bound))
+                fail_msg("dot_row_int %s n=%d: %.9g, float-x reference %.9g, bound %.3g", dtype_name(t), n, got, exact, bound);
+            free(w), free(x), free(q), free(xq);
+        }
+}
+
+// LLM.int8()'s decomposition: an int8 matrix with zeroed outlier columns plus those columns in
+// fp32 equals the reference of the int8 part plus the exact fp32 columns.
+static void test_matmul_adds_outlier_columns(void **state) {
+    (void)state;
+    uint64_t rng = rng_seed(24);
+    enum { N = 192, D = 40, NO = 3 };
+    int cols[NO] = {5, 77, 190};
+    for (int R = 1; R <= 20; R += 19) { // decode rows and the tiled path
+        for (int int_dot = 0; int_dot <= 1; int_dot++) {
+            int was = quant_int_dot_enable(int_dot);
+            float *w = random_floats((size_t)D * N, 1.0f, &rng), *x = random_floats((size_t)R * N, 1.0f, &rng);
+            float wo[D * NO];
+            for (int i = 0; i < D; i++)
+                for (int k = 0; k < NO; k++) {
+                    wo[i * NO + k] = 40.0f * w[i * N + cols[k]]; // the outliers: far beyond the rest
+                    w[i * N + cols[k]] = 0.0f;
+                }
+            size_t rb = dtype_row_bytes(DTYPE_I8, N);
+            uint8_t *q = mallocCheck(D * rb);
+            quantize_matrix(DTYPE_I8, q, w, D, N);
+            TensorOutliers o = {NO, cols, wo};
+            Tensor plain = {DTYPE_I8, q, D, N, NULL}, split = {DTYPE_I8, q, D, N, &o};
+            size_t sb = matmul_typed_scratch_bytes(DTYPE_I8, R, N);
+            void *scratch = mallocCheck(sb ? sb : 1);
+            float *got = mallocCheck((size_t)R * D * sizeof(float)), *base = mallocCheck((size_t)R * D * sizeof(float));
+            matmul_typed(got, x, &split, R, scratch);
+            matmul_typed(base, x, &plain, R, scratch);
+            for (int r = 0; r < R; r++)
+                for (int i = 0; i < D; i++) {
+                    double fp32 = 0.0, scale = 0.0;
+                    for (int k = 0; k < NO; k++) {
+                        fp32 += (double)wo[i * NO + k] * x[(size_t)r * N + cols[k]];
+                        scale += fabs((double)wo[i * NO + k] * x[(size_t)r * N + cols[k]]);
+                    }
+                    scale += fabs(base[(size_t)r * D + i]);
+                    double want = base[(size_t)r * D + i] + fp32, e = fabs(got[(size_t)r * D + i] - want);
+                    if (!(e <= 1e-6 * scale))
+                        fail_msg("outliers R=%d int_dot=%d out %d: %.9g, want %.9g", R, int_dot, i, got[(size_t)r * D + i], want);
+                }
+            free(w), free(x), free(q), free(scratch), free(got), free(base);
+            quant_int_dot_enable(was);
+        }
+    }
+}
+
+// One path of matmul_typed against the reference: the integer dot's against the double dot of
+// the same act-q8 codes, the float paths' against the double dot of x.
+static void check_matmul_typed_path(DType t, int R, int n, int d, uint64_t *rng, int int_dot) {
     float *w = random_floats((size_t)d * n, 1.0f, rng), *x = random_floats((size_t)R * n, 1.0f, rng);
     size_t rb = dtype_row_bytes(t, n);
-    uint8_t *q = mallocCheck(d * rb);
+    uint8_t *q = mallocCheck(d * rb), *xq = mallocCheck(act_q8_row_bytes(n));
     quantize_matrix(t, q, w, d, n);
-    Tensor tw = {t, q, d, n};
+    Tensor tw = {t, q, d, n, NULL};
     size_t sb = matmul_typed_scratch_bytes(t, R, n);
     void *scratch = sb ? mallocCheck(sb) : NULL;
     float *out = mallocCheck((size_t)R * d * sizeof(float));
     matmul_typed(out, x, &tw, R, scratch);
-    for (int r = 0; r < R; r++)
+    for (int r = 0; r < R; r++) {
+        const float *xr = x + (size_t)r * n;
+        quantize_act_row(xq, xr, n);
         for (int i = 0; i < d; i++) {
-            const float *xr = x + (size_t)r * n;
-            assert_dot_close(R > 16 ? "matmul (tiled sgemm)" : "matmul (row-streaming)", t, out[(size_t)r * d + i],
-                             ref_dot_row(t, q + i * rb, xr, n), abs_dot(t, q + i * rb, xr, n));
+            if (int_dot)
+                assert_dot_close("matmul (integer dot)", t, out[(size_t)r * d + i], ref_dot_row_act_q8(t, q + i * rb, xq, n),
+                                 abs_dot_act(t, q + i * rb, xq, n));
+            else
+                assert_dot_close(R > 16 ? "matmul (tiled sgemm)" : "matmul (row-streaming)", t, out[(size_t)r * d + i],
+                                 ref_dot_row(t, q + i * rb, xr, n), abs_dot(t, q + i * rb, xr, n));
         }
-    free(w), free(x), free(q), free(scratch), free(out);
+    }
+    free(w), free(x), free(q), free(xq), free(scratch), free(out);
+}
+
+
+// matmul_typed against the reference dot of every (row, output) pair; R spans both paths, and
+// the decode rows run the float dot and (for q8_0 / int8) the integer dot.
+static void check_matmul_typed(DType t, int R, int n, int d, uint64_t *rng) {
+    for (int int_dot = 0; int_dot <= dtype_has_int_dot(t); int_dot++) {
+        int was = quant_int_dot_enable(int_dot);
+        check_matmul_typed_path(t, R, n, d, rng, int_dot && R <= 16);
+        quant_int_dot_enable(was);
+    }
 }
 
 static void test_matmul_typed_matches_reference(void **state) {
@@ -215,14 +345,16 @@ static void test_matmul_typed_rows_match_single_rows(void **state) {
         float *w = random_floats((size_t)D * N, 1.0f, &rng), *x = random_floats((size_t)R * N, 1.0f, &rng);
         uint8_t *q = mallocCheck(D * dtype_row_bytes(t, N));
         quantize_matrix(t, q, w, D, N);
-        Tensor tw = {t, q, D, N};
+        Tensor tw = {t, q, D, N, NULL};
         float rows[R * D], one[D];
-        matmul_typed(rows, x, &tw, R, NULL);
+        size_t sb = matmul_typed_scratch_bytes(t, R, N);
+        void *scratch = sb ? mallocCheck(sb) : NULL;
+        matmul_typed(rows, x, &tw, R, scratch);
         for (int r = 0; r < R; r++) {
-            matmul_typed(one, x + (size_t)r * N, &tw, 1, NULL);
+            matmul_typed(one, x + (size_t)r * N, &tw, 1, scratch);
             assert_memory_equal(rows + (size_t)r * D, one, sizeof one);
         }
-        free(w), free(x), free(q);
+        free(w), free(x), free(q), free(scratch);
     }
 }
 
@@ -234,7 +366,7 @@ static void test_embedding_dequantizes_rows(void **state) {
     float *table = random_floats(V * C, 1.0f, &rng), got[3 * C], want[C];
     uint8_t q[V * 36 * 2];
     quantize_matrix(DTYPE_Q4_0, q, table, V, C);
-    Tensor t = {DTYPE_Q4_0, q, V, C};
+    Tensor t = {DTYPE_Q4_0, q, V, C, NULL};
     int tokens[3] = {7, 0, 9};
     ops_cpu()->embedding(got, &t, tokens, 3);
     for (int r = 0; r < 3; r++) {
@@ -255,6 +387,9 @@ int main(void) {
         cmocka_unit_test(test_matmul_typed_matches_reference),
         cmocka_unit_test(test_matmul_typed_rows_match_single_rows),
         cmocka_unit_test(test_embedding_dequantizes_rows),
+        cmocka_unit_test(test_act_q8_round_trip),
+        cmocka_unit_test(test_int_dot_matches_reference),
+        cmocka_unit_test(test_matmul_adds_outlier_columns),
     };
     return cmocka_run_group_tests_name("quant", tests, NULL, NULL);
 }

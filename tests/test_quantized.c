@@ -8,6 +8,14 @@
 //   - AWQ (awq.h) with alpha = 0 is plain round to nearest (same bytes, same weights); with
 //     the grid, every group's output error is at most round-to-nearest's, and the folded fp32
 //     model computes the original's logits (relative error <= 1e-4);
+//   - outlier-aware int8 (outliers.h) with outlier columns injected: those columns are kept
+//     exactly in fp32 (their int8 codes zero), the rest is int8 of the remaining columns (a
+//     smaller round-trip error than plain int8), the bytes count the fp32 columns, the engine
+//     gives the reference's logits on the dequantised weights (1e-4), and a GGUF file reloads
+//     to the same columns and bit-identical logits; calibration finds every matrix's channels;
+//   - the engine tests above run the float decode dot (quant_int_dot_enable(0)): the integer
+//     dot rounds the activations (bounded per kernel in test_quant), which is not what the
+//     reference forward on the dequantised weights computes;
 //   - bin/quantize (when make test gives $INFERLAB_BIN and the quick target exists) writes a
 //     q4_0 file that loads with its tokenizer, and a bad type or input ends in an error
 //     (exit 2 / 1) that writes nothing;
@@ -27,6 +35,7 @@
 #include "awq.h"
 #include "gguf.h"
 #include "model_reference.h"
+#include "outliers.h"
 #include "quant.h"
 #include "quantized.h"
 
@@ -63,6 +72,7 @@ static void sequence_tokens(int tokens[N_SEQ][MAX_LEN], int V) {
 
 static void test_engine_matches_reference_on_dequantized_weights(void **state) {
     (void)state;
+    int was = quant_int_dot_enable(0);
     for (int k = 0; k < N_TYPES; k++)
         for (int tied = 0; tied <= 1; tied++) {
             Model m;
@@ -82,6 +92,7 @@ static void test_engine_matches_reference_on_dequantized_weights(void **state) {
             free(ref);
             model_free(&m);
         }
+    quant_int_dot_enable(was);
 }
 
 static void test_engine_open_quantizes(void **state) {
@@ -113,6 +124,7 @@ static void temp_path(char *path, size_t n, const char *tag) {
 
 static void test_gguf_reload_is_identical(void **state) {
     (void)state;
+    int was = quant_int_dot_enable(0);
     for (int k = 0; k < N_TYPES; k++) {
         Model m, back;
         quantized_model(&m, 0, TYPES[k]);
@@ -157,6 +169,143 @@ static void test_gguf_reload_is_identical(void **state) {
         model_free(&m);
         model_free(&back);
     }
+    quant_int_dot_enable(was);
+}
+
+// Largest |x| per input channel for every matrix of m: 1, except channels 3 and 40 of every
+// matrix (and 100 of the wider ones), 10; their weight columns are made 30x larger, as
+// LLM.int8()'s outlier features are.
+static float **injected_outliers(Model *m, float threshold, int *n_out) {
+    const float *host[64];
+    int rows[64], cols[64];
+    int n = model_matrices(m, host, rows, cols);
+    float **col_max = mallocCheck(n * sizeof(float *));
+    const int picks[] = {3, 40, 100};
+    for (int i = 0; i < n; i++) {
+        col_max[i] = mallocCheck((size_t)cols[i] * sizeof(float));
+        for (int j = 0; j < cols[i]; j++) col_max[i][j] = 1.0f;
+        for (int p = 0; p < 3; p++)
+            if (picks[p] < cols[i]) {
+                col_max[i][picks[p]] = 2.0f * threshold;
+                float *w = m->params + (host[i] - m->params);
+                for (int r = 0; r < rows[i]; r++) w[(size_t)r * cols[i] + picks[p]] *= 30.0f;
+            }
+    }
+    *n_out = n;
+    return col_max;
+}
+
+static void test_outlier_int8(void **state) {
+    (void)state;
+    int was = quant_int_dot_enable(0);
+    for (int tied = 0; tied <= 1; tied++) {
+        Config c = quant_config(tied);
+        Model m, back;
+        random_model(&m, &c, 35, 0.15f);
+        int n;
+        float **col_max = injected_outliers(&m, 6.0f, &n);
+        m.quant = mallocCheck(sizeof *m.quant);
+        quant_weights_build_outliers(m.quant, &m, (const float *const *)col_max, 6.0f);
+        QuantWeights plain;
+        quant_weights_build(&plain, &m, DTYPE_I8);
+        size_t fp32_bytes = 0;
+        for (int i = 0; i < n; i++) {
+            const Tensor *x = &m.quant->tensors[i];
+            const TensorOutliers *o = x->outliers;
+            assert_int_equal(x->dtype, DTYPE_I8);
+            assert_non_null(o);
+            assert_int_equal(o->n, x->cols > 100 ? 3 : 2);
+            size_t rb = dtype_row_bytes(DTYPE_I8, x->cols);
+            double err_split = 0.0, err_plain = 0.0;
+            float *row = mallocCheck((size_t)x->cols * sizeof(float)), *prow = mallocCheck((size_t)x->cols * sizeof(float));
+            for (int r = 0; r < x->rows; r++) {
+                const float *w = m.quant->host[i] + (size_t)r * x->cols;
+                for (int k = 0; k < o->n; k++) {
+                    assert_true(o->w[(size_t)r * o->n + k] == w[o->cols[k]]);                   // exact fp32
+                    assert_int_equal(((const int8_t *)x->data)[r * rb + 4 + o->cols[k]], 0); // no int8 code
+                }
+                dequantize_row(DTYPE_I8, row, (const uint8_t *)x->data + r * rb, x->cols);
+                for (int k = 0; k < o->n; k++) row[o->cols[k]] = o->w[(size_t)r * o->n + k];
+                dequantize_row(DTYPE_I8, prow, (const uint8_t *)plain.tensors[i].data + r * rb, x->cols);
+                for (int j = 0; j < x->cols; j++) {
+                    err_split += ((double)row[j] - w[j]) * (row[j] - w[j]);
+                    err_plain += ((double)prow[j] - w[j]) * (prow[j] - w[j]);
+                }
+            }
+            assert_true(err_split < err_plain);
+            fp32_bytes += (size_t)o->n * sizeof(int) + (size_t)x->rows * o->n * sizeof(float);
+            free(row), free(prow);
+        }
+        assert_int_equal(m.quant->bytes, plain.bytes + fp32_bytes);
+        quant_weights_free(&plain);
+        quant_weights_dequantize_into(m.quant, &m);
+
+        int tokens[N_SEQ][MAX_LEN], V = c.vocab_size;
+        float *a[N_SEQ], *b[N_SEQ], *ref = mallocCheck((size_t)MAX_LEN * V * sizeof(float));
+        sequence_tokens(tokens, V);
+        for (int s = 0; s < N_SEQ; s++) {
+            a[s] = mallocCheck((size_t)MAX_LEN * V * sizeof(float));
+            b[s] = mallocCheck((size_t)MAX_LEN * V * sizeof(float));
+        }
+        run_sequences(&m, ops_cpu(), DTYPE_F32, tokens, a);
+        for (int s = 0; s < N_SEQ; s++) {
+            int len = PROMPT_LENS[s] + STEPS;
+            ref_forward(&m, tokens[s], len, ref, NULL, DTYPE_F32);
+            double e = max_rel_error(a[s], ref, (size_t)len * V);
+            if (!(e <= 1e-4)) fail_msg("outlier int8 tied=%d: relative logit error %g", tied, e);
+        }
+        char path[128];
+        temp_path(path, sizeof path, tied ? "outliers-tied" : "outliers");
+        model_save_gguf(path, &m, NULL, GGML_TYPE_F32);
+        Error err;
+        if (model_load_gguf(path, &back, NULL, &err)) fail_msg("%s", err.msg);
+        assert_int_equal(back.quant->bytes, m.quant->bytes);
+        for (int i = 0; i < n; i++) {
+            const TensorOutliers *o = m.quant->tensors[i].outliers, *ob = back.quant->tensors[i].outliers;
+            assert_non_null(ob);
+            assert_int_equal(ob->n, o->n);
+            assert_memory_equal(ob->cols, o->cols, o->n * sizeof(int));
+            assert_memory_equal(ob->w, o->w, (size_t)m.quant->tensors[i].rows * o->n * sizeof(float));
+        }
+        assert_memory_equal(m.params, back.params, m.n_params * sizeof(float));
+        run_sequences(&back, ops_cpu(), DTYPE_F32, tokens, b);
+        for (int s = 0; s < N_SEQ; s++) {
+            assert_memory_equal(a[s], b[s], (size_t)(PROMPT_LENS[s] + STEPS) * V * sizeof(float));
+            free(a[s]), free(b[s]);
+        }
+        unlink(path);
+        free(ref);
+        for (int i = 0; i < n; i++) free(col_max[i]);
+        free(col_max);
+        model_free(&m);
+        model_free(&back);
+    }
+    quant_int_dot_enable(was);
+}
+
+// Calibration: every matrix's channels, each the largest |x| its input reached (> 0 for a
+// random model); the quantiles bracket the column fractions.
+static void test_outlier_calibration(void **state) {
+    (void)state;
+    Config c = quant_config(1);
+    Model m;
+    random_model(&m, &c, 36, 0.15f);
+    int B = 2, T = 12, tokens[24];
+    for (int i = 0; i < B * T; i++) tokens[i] = (i * 7 + 3) % c.vocab_size;
+    OutlierCalibration oc;
+    outlier_calibrate(&oc, &m, tokens, B, T);
+    assert_int_equal(oc.n, 1 + 7 * c.n_layers);
+    for (int i = 0; i < oc.n; i++) {
+        assert_non_null(oc.col_max[i]);
+        for (int j = 0; j < oc.cols[i]; j++) assert_true(oc.col_max[i][j] > 0.0f);
+    }
+    float top = outlier_channel_quantile(&oc, 1.0), p90 = outlier_channel_quantile(&oc, 0.9);
+    assert_true(outlier_column_fraction(&oc, top) == 0.0);
+    double f = outlier_column_fraction(&oc, p90);
+    assert_true(f > 0.0 && f <= 0.1 + 1e-9);
+    assert_true(outlier_weight_fraction(&oc, 0.0f) == 1.0);
+    outlier_calibration_free(&oc);
+    model_free(&m);
 }
 
 // The reference reader's view of a file: one line per tensor, "name TYPE dim0,dim1".
@@ -312,6 +461,8 @@ int main(void) {
         cmocka_unit_test(test_engine_open_quantizes),
         cmocka_unit_test(test_gguf_reload_is_identical),
         cmocka_unit_test(test_reference_reader_reads_q8_0_and_q4_0),
+        cmocka_unit_test(test_outlier_int8),
+        cmocka_unit_test(test_outlier_calibration),
         cmocka_unit_test(test_awq_alpha_zero_is_rtn),
         cmocka_unit_test(test_awq_folds_exactly_and_lowers_error),
         cmocka_unit_test(test_quantize_tool),

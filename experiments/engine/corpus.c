@@ -448,13 +448,20 @@ int passkey_eval_sequence(const Tokenizer *tok, int *seq, int ctx, const int *fi
 
 int passkey_evaluate(Model *m, const Tokenizer *tok, const int *filler, size_t n_filler, int ctx, float depth,
                      int n_samples, uint64_t seed, PasskeyScore *score, Error *err) {
-    const Config *c = &m->config;
+    Engine e;
+    engine_open(&e, m, ops_cpu(), DTYPE_F32, ctx < 512 ? ctx : 512, ctx);
+    int rc = passkey_evaluate_engine(&e, tok, filler, n_filler, ctx, depth, n_samples, seed, score, err);
+    engine_close(&e);
+    return rc;
+}
+
+int passkey_evaluate_engine(Engine *e, const Tokenizer *tok, const int *filler, size_t n_filler, int ctx, float depth,
+                            int n_samples, uint64_t seed, PasskeyScore *score, Error *err) {
+    const Config *c = &e->config;
     int *seq = mallocCheck((size_t)ctx * sizeof(int));
     float *logits = mallocCheck((size_t)c->vocab_size * 32 * sizeof(float)); // (answer tokens, V)
-    Engine e;
     Session s;
-    engine_open(&e, m, ops_cpu(), DTYPE_F32, ctx < 512 ? ctx : 512, ctx);
-    session_open(&s, &e, ctx);
+    session_open(&s, e, ctx);
     uint64_t rng = rng_seed(seed);
     int rc = 0;
     double exact = 0.0, tokens_right = 0.0, tokens = 0.0;
@@ -472,7 +479,6 @@ int passkey_evaluate(Model *m, const Tokenizer *tok, const int *filler, size_t n
         tokens += L.answer_len;
     }
     session_close(&s);
-    engine_close(&e);
     free(logits);
     free(seq);
     if (rc) return -1;

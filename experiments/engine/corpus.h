@@ -154,3 +154,6 @@ int passkey_eval_sequence(const Tokenizer *tok, int *seq, int ctx, const int *fi
 // the caller decides). Returns 0, or -1 with err when a sequence cannot be built.
 int passkey_evaluate(Model *m, const Tokenizer *tok, const int *filler, size_t n_filler, int ctx, float depth,
                      int n_samples, uint64_t seed, PasskeyScore *score, Error *err);
+// The same on an open engine (its weights and its KV cache type; max_keys >= ctx).
+int passkey_evaluate_engine(Engine *e, const Tokenizer *tok, const int *filler, size_t n_filler, int ctx, float depth,
+                            int n_samples, uint64_t seed, PasskeyScore *score, Error *err);

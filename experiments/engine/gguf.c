@@ -854,6 +854,55 @@ static void tokenizer_to_gguf(GGUFWriter *w, const Tokenizer *t) {
     free(tokens);
 }
 
+// LLM.int8()'s fp32 columns of a matrix (outliers.h) as two F32 tensors beside it:
+// <name>.outlier_cols (n) the column indices (exact in fp32), <name>.outlier_weight (rows, n).
+// Returns the index array, which must live until the write.
+static float *outliers_to_gguf(GGUFWriter *w, const char *name, const Tensor *qt) {
+    const TensorOutliers *o = qt->outliers;
+    float *cols = mallocCheck((size_t)o->n * sizeof(float));
+    for (int k = 0; k < o->n; k++) cols[k] = (float)o->cols[k];
+    char key[320];
+    uint64_t dims_cols[1] = {(uint64_t)o->n}, dims_w[2] = {(uint64_t)o->n, (uint64_t)qt->rows};
+    snprintf(key, sizeof key, "%s.outlier_cols", name);
+    gguf_add_tensor(w, key, GGML_TYPE_F32, 1, dims_cols, cols);
+    snprintf(key, sizeof key, "%s.outlier_weight", name);
+    gguf_add_tensor(w, key, GGML_TYPE_F32, 2, dims_w, o->w);
+    return cols;
+}
+
+// The fp32 columns of matrix k read back (none when the file has none for it), the host weights
+// given their values; a malformed pair is an error naming the file.
+static int outliers_from_gguf(const GGUFFile *g, Model *m, const char *name, int k, float *host, Error *err) {
+    char key[320];
+    snprintf(key, sizeof key, "%s.outlier_cols", name);
+    const GGUFTensor *gc = gguf_find_tensor(g, key);
+    snprintf(key, sizeof key, "%s.outlier_weight", name);
+    const GGUFTensor *gw = gguf_find_tensor(g, key);
+    if (!gc && !gw) return 0;
+    const Tensor *x = &m->quant->tensors[k];
+    if (!gc || !gw || gc->type != GGML_TYPE_F32 || gw->type != GGML_TYPE_F32 || gc->n_dims != 1 || gw->n_dims != 2 ||
+        gw->dims[0] != gc->dims[0] || gw->dims[1] != (uint64_t)x->rows || gc->dims[0] > (uint64_t)x->cols)
+        return error_set(err, "%s: tensor '%s' has malformed outlier columns", g->path, name);
+    int n = (int)gc->dims[0], *cols = mallocCheck((size_t)(n ? n : 1) * sizeof(int));
+    float *w = mallocCheck((size_t)x->rows * (n ? n : 1) * sizeof(float));
+    memcpy(w, gw->data, (size_t)x->rows * n * sizeof(float));
+    for (int j = 0; j < n; j++) {
+        float c;
+        memcpy(&c, (const uint8_t *)gc->data + (size_t)j * sizeof(float), sizeof c);
+        if (!(c >= 0 && c < x->cols && c == floorf(c)) || (j && (int)c <= cols[j - 1])) {
+            free(cols), free(w);
+            return error_set(err, "%s: tensor '%s': outlier column %g is not an increasing index below %d", g->path,
+                             name, c, x->cols);
+        }
+        cols[j] = (int)c;
+    }
+    quant_weights_set_outliers(m->quant, k, n, cols, w);
+    for (int r = 0; r < x->rows; r++)
+        for (int j = 0; j < n; j++) host[(size_t)r * x->cols + cols[j]] = w[(size_t)r * n + j];
+    free(cols), free(w);
+    return 0;
+}
+
 void model_save_gguf(const char *path, const Model *m, const Tokenizer *tok, GGMLType wtype) {
     const Config *c = &m->config;
     char why[128];
@@ -876,15 +925,20 @@ void model_save_gguf(const char *path, const Model *m, const Tokenizer *tok, GGM
     if (tok) tokenizer_to_gguf(&w, tok);
     ModelTensor *t = mallocCheck(max_model_tensors(c) * sizeof *t);
     size_t n = model_tensors(c, &m->weights, t);
+    float **outlier_cols = mallocCheck(n * sizeof(float *)); // kept until the write
     for (size_t i = 0; i < n; i++) {
         uint64_t dims[2] = {t[i].cols, t[i].rows};
         const Tensor *qt = q && t[i].rows ? quant_weights_find(q, t[i].data) : NULL;
+        outlier_cols[i] = NULL;
         if (qt && qt->dtype != DTYPE_F32)
             gguf_add_tensor_bytes(&w, t[i].name, (GGMLType)dtype_ggml_type(qt->dtype), 2, dims, qt->data);
         else
             gguf_add_tensor(&w, t[i].name, t[i].rows && !q ? wtype : GGML_TYPE_F32, t[i].rows ? 2 : 1, dims, t[i].data);
+        if (qt && qt->outliers && qt->outliers->n) outlier_cols[i] = outliers_to_gguf(&w, t[i].name, qt);
     }
     gguf_write(&w, path);
+    for (size_t i = 0; i < n; i++) free(outlier_cols[i]);
+    free(outlier_cols);
     free(t);
     gguf_writer_free(&w);
 }
@@ -1033,12 +1087,13 @@ static int check_no_extra_layers(const GGUFFile *g, int n_layers, Error *err) {
 
 // A file with quantised matrices: keep their bytes as m->quant (the tensors the engine runs),
 // beside the dequantised host weights that load_model_tensor wrote.
-static void quantized_from_gguf(const GGUFFile *g, Model *m, const ModelTensor *t, size_t n) {
-    int cap = 7 * m->config.n_layers + 2, quantized = 0, *rows = mallocCheck(cap * sizeof(int)),
+static int quantized_from_gguf(const GGUFFile *g, Model *m, const ModelTensor *t, size_t n, Error *err) {
+    int rc = 0, cap = 7 * m->config.n_layers + 2, quantized = 0, *rows = mallocCheck(cap * sizeof(int)),
         *cols = mallocCheck(cap * sizeof(int));
     const float **host = mallocCheck(cap * sizeof *host);
     DType *types = mallocCheck(cap * sizeof *types), dtype = DTYPE_F32;
     const uint8_t **bytes = mallocCheck(cap * sizeof *bytes);
+    const char **names = mallocCheck(cap * sizeof *names);
     int n_matrices = model_matrices(m, host, rows, cols);
     for (int k = 0; k < n_matrices; k++)
         for (size_t i = 0; i < n; i++) {
@@ -1048,16 +1103,20 @@ static void quantized_from_gguf(const GGUFFile *g, Model *m, const ModelTensor *
             if (types[k] == DTYPE_F16) types[k] = DTYPE_F32; // F16 runs as its fp32 host copy
             if (dtype_is_quantized(types[k])) quantized = 1, dtype = types[k];
             bytes[k] = gt->data;
+            names[k] = t[i].name;
         }
     if (quantized) {
         m->quant = mallocCheck(sizeof *m->quant);
         quant_weights_layout(m->quant, m, dtype, types);
-        for (int k = 0; k < m->quant->n; k++) {
+        for (int k = 0; k < m->quant->n && rc == 0; k++) {
             const Tensor *x = &m->quant->tensors[k];
-            if (x->dtype != DTYPE_F32) memcpy((void *)x->data, bytes[k], (size_t)x->rows * dtype_row_bytes(x->dtype, x->cols));
+            if (x->dtype == DTYPE_F32) continue;
+            memcpy((void *)x->data, bytes[k], (size_t)x->rows * dtype_row_bytes(x->dtype, x->cols));
+            rc = outliers_from_gguf(g, m, names[k], k, (float *)host[k], err);
         }
     }
-    free(rows), free(cols), free(host), free(types), free(bytes);
+    free(rows), free(cols), free(host), free(types), free(bytes), free(names);
+    return rc;
 }
 
 static int weights_from_gguf(const GGUFFile *g, Model *m, Error *err) {
@@ -1069,7 +1128,7 @@ static int weights_from_gguf(const GGUFFile *g, Model *m, Error *err) {
     size_t n = model_tensors(c, &m->weights, t);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) rc = load_model_tensor(g, &t[i], err);
-    if (rc == 0) quantized_from_gguf(g, m, t, n);
+    if (rc == 0) rc = quantized_from_gguf(g, m, t, n, err);
     free(t);
     return rc;
 }

@@ -2,9 +2,13 @@
 #include "kvcache.h"
 
 static size_t layer_floats(const KVCache *c) { return (size_t)c->capacity * c->n_kv_heads * c->head_dim; }
+static size_t element_bytes(const KVCache *c) { return c->dtype == DTYPE_I8 ? 1 : sizeof(float); }
+static size_t layer_scales(const KVCache *c) { return c->dtype == DTYPE_I8 ? (size_t)c->capacity * c->n_kv_heads : 0; }
 
-static void cache_alloc(KVCache *c, const Ops *ops, int n_layers, int n_kv_heads, int head_dim, int rows,
+static void cache_alloc(KVCache *c, const Ops *ops, DType dtype, int n_layers, int n_kv_heads, int head_dim, int rows,
                         KVLayout layout, int window, int values) {
+    if (dtype != DTYPE_F32 && dtype != DTYPE_I8) die("kv cache: %s rows are not supported", dtype_name(dtype));
+    c->dtype = dtype;
     c->ops = ops;
     c->n_layers = n_layers;
     c->n_kv_heads = n_kv_heads;
@@ -13,18 +17,25 @@ static void cache_alloc(KVCache *c, const Ops *ops, int n_layers, int n_kv_heads
     c->len = 0;
     c->layout = layout;
     c->window = window;
-    size_t bytes = (size_t)n_layers * layer_floats(c) * sizeof(float);
+    size_t bytes = (size_t)n_layers * layer_floats(c) * element_bytes(c), scales = (size_t)n_layers * layer_scales(c);
     c->key = ops->alloc(bytes);
     c->value = values ? ops->alloc(bytes) : NULL;
+    c->key_scale = scales ? ops->alloc(scales * sizeof(float)) : NULL;
+    c->value_scale = scales ? ops->alloc(scales * sizeof(float)) : NULL;
 }
 
 void kv_cache_alloc(KVCache *c, const Ops *ops, int n_layers, int n_kv_heads, int head_dim, int capacity) {
-    cache_alloc(c, ops, n_layers, n_kv_heads, head_dim, capacity, (KVLayout){0, 0}, 0, 1);
+    kv_cache_alloc_typed(c, ops, DTYPE_F32, n_layers, n_kv_heads, head_dim, capacity);
+}
+
+void kv_cache_alloc_typed(KVCache *c, const Ops *ops, DType dtype, int n_layers, int n_kv_heads, int head_dim,
+                          int capacity) {
+    cache_alloc(c, ops, dtype, n_layers, n_kv_heads, head_dim, capacity, (KVLayout){0, 0}, 0, 1);
 }
 
 // One "head" of row_dim: the rows hold keys, the values are read from them.
 void kv_cache_alloc_latent(KVCache *c, const Ops *ops, int n_layers, int row_dim, int capacity) {
-    cache_alloc(c, ops, n_layers, 1, row_dim, capacity, (KVLayout){0, 0}, 0, 0);
+    cache_alloc(c, ops, DTYPE_F32, n_layers, 1, row_dim, capacity, (KVLayout){0, 0}, 0, 0);
 }
 
 void kv_cache_alloc_ring(KVCache *c, const Ops *ops, int n_layers, int n_kv_heads, int head_dim, int n_sink,
@@ -32,13 +43,15 @@ void kv_cache_alloc_ring(KVCache *c, const Ops *ops, int n_layers, int n_kv_head
     if (window < 1 || n_sink < 0 || chunk < 1)
         die("kv_cache_alloc_ring: window %d, %d sinks, chunk %d", window, n_sink, chunk);
     int ring = window + chunk - 1;
-    cache_alloc(c, ops, n_layers, n_kv_heads, head_dim, n_sink + ring, (KVLayout){n_sink, ring}, window, 1);
+    cache_alloc(c, ops, DTYPE_F32, n_layers, n_kv_heads, head_dim, n_sink + ring, (KVLayout){n_sink, ring}, window, 1);
 }
 
 void kv_cache_free(KVCache *c) {
     c->ops->free(c->key);
     c->ops->free(c->value);
-    c->key = c->value = NULL;
+    c->ops->free(c->key_scale);
+    c->ops->free(c->value_scale);
+    c->key = c->value = c->key_scale = c->value_scale = NULL;
 }
 
 int kv_cache_max_chunk(const KVCache *c) { return c->layout.ring ? c->layout.ring - c->window + 1 : c->capacity; }
@@ -70,10 +83,18 @@ int kv_cache_fits(const KVCache *c, int pos, int n, int window, int n_sink, Erro
 }
 
 size_t kv_cache_bytes(const KVCache *c) {
-    return (c->value ? 2 : 1) * (size_t)c->n_layers * layer_floats(c) * sizeof(float);
+    return (c->value ? 2 : 1) * (size_t)c->n_layers * (layer_floats(c) * element_bytes(c) + layer_scales(c) * sizeof(float));
 }
 
-float *kv_cache_layer_key(const KVCache *c, int layer) { return c->key + layer * layer_floats(c); }
-float *kv_cache_layer_value(const KVCache *c, int layer) {
-    return (c->value ? c->value : c->key) + layer * layer_floats(c);
+static float *layer_rows(const KVCache *c, float *base, int layer) {
+    return (float *)((char *)base + (size_t)layer * layer_floats(c) * element_bytes(c));
+}
+
+float *kv_cache_layer_key(const KVCache *c, int layer) { return layer_rows(c, c->key, layer); }
+float *kv_cache_layer_value(const KVCache *c, int layer) { return layer_rows(c, c->value ? c->value : c->key, layer); }
+float *kv_cache_layer_key_scale(const KVCache *c, int layer) {
+    return c->key_scale ? c->key_scale + layer * layer_scales(c) : NULL;
+}
+float *kv_cache_layer_value_scale(const KVCache *c, int layer) {
+    return c->value_scale ? c->value_scale + layer * layer_scales(c) : NULL;
 }

@@ -7,7 +7,9 @@
 //               a ring of window + chunk - 1 rows, so memory stays n_sink + window + chunk - 1
 //               rows however long the stream: enough for every query of a forward of up to
 //               chunk new positions to see its window (chunk 1, decoding: n_sink + window).
-// Its size is 2 * L * rows * n_kv_heads * head_dim * sizeof(float) bytes. A latent cache (MLA)
+// Its size is 2 * L * rows * n_kv_heads * head_dim * sizeof(float) bytes. An int8 cache
+// (kv_cache_alloc_typed, DTYPE_I8) holds int8 codes instead, plus one float scale per row and
+// KV head for keys and for values: 2 * L * rows * n_kv_heads * (head_dim + 4) bytes. A latent cache (MLA)
 // holds one row of row_dim floats per position and layer, (L, rows, row_dim), and its values
 // are read from those rows (kv_cache_layer_value = kv_cache_layer_key): L * rows * row_dim *
 // sizeof(float) bytes. With CLA, L is the model's layers that have keys and values of their
@@ -29,11 +31,16 @@ typedef struct {
     int len;          // positions fed (a ring keeps only its sinks and its last ones)
     KVLayout layout;  // ring == 0: contiguous
     int window;       // ring: the attention window it was sized for
-    float *key;       // (L, capacity, n_kv_heads * head_dim)
+    float *key;       // (L, capacity, n_kv_heads * head_dim) of dtype (int8: bytes)
     float *value;     // (L, capacity, n_kv_heads * head_dim); NULL in a latent cache
+    DType dtype;      // DTYPE_F32, or DTYPE_I8 (contiguous caches)
+    float *key_scale, *value_scale; // DTYPE_I8: (L, capacity, n_kv_heads); NULL otherwise
 } KVCache;
 
 void kv_cache_alloc(KVCache *c, const Ops *ops, int n_layers, int n_kv_heads, int head_dim, int capacity);
+// A contiguous cache whose rows are of dtype: DTYPE_F32 (kv_cache_alloc) or DTYPE_I8.
+void kv_cache_alloc_typed(KVCache *c, const Ops *ops, DType dtype, int n_layers, int n_kv_heads, int head_dim,
+                          int capacity);
 // A latent cache: rows of row_dim floats whose values are part of the keys' rows.
 void kv_cache_alloc_latent(KVCache *c, const Ops *ops, int n_layers, int row_dim, int capacity);
 // A ring cache for attention over a window of `window` positions plus n_sink sinks, fed at
@@ -50,8 +57,13 @@ void kv_cache_truncate(KVCache *c, int n);
 int kv_cache_fits(const KVCache *c, int pos, int n, int window, int n_sink, Error *err);
 // The most positions one forward may write: a ring's chunk, a contiguous cache's capacity.
 int kv_cache_max_chunk(const KVCache *c);
-// Bytes the cache holds: 2 * L * rows * n_kv * hd * sizeof(element) (latent: one row each).
+// Bytes the cache holds: 2 * L * rows * n_kv * hd * sizeof(element) (latent: one row each),
+// plus an int8 cache's scales.
 size_t kv_cache_bytes(const KVCache *c);
-// Base of layer l's keys / values: (capacity, n_kv_heads * head_dim), backend memory.
+// Base of layer l's keys / values: (capacity, n_kv_heads * head_dim) of the cache's dtype (the
+// view's float pointer; int8 caches: bytes), backend memory.
 float *kv_cache_layer_key(const KVCache *c, int layer);
 float *kv_cache_layer_value(const KVCache *c, int layer);
+// An int8 cache's scales of layer l: (capacity, n_kv_heads); NULL for fp32.
+float *kv_cache_layer_key_scale(const KVCache *c, int layer);
+float *kv_cache_layer_value_scale(const KVCache *c, int layer);

@@ -173,7 +173,7 @@ void model_kv_cache_alloc(KVCache *kv, const Ops *ops, const Config *c, int capa
 // block itself when there is none): the same offset, in elements of type t.
 static Tensor block_tensor(DType t, const void *backend, const float *host, const float *p, int rows, int cols) {
     const char *base = backend ? backend : (const void *)host;
-    Tensor x = {t, base + (size_t)(p - host) * dtype_size(t), rows, cols};
+    Tensor x = {t, base + (size_t)(p - host) * dtype_size(t), rows, cols, NULL};
     return x;
 }
 
@@ -395,6 +395,10 @@ static void runstate_alloc(RunState *s, const Ops *ops, const Config *c, DType d
     s->pos_host = mallocCheck(R * sizeof(int));
     s->keys_host = mallocCheck(Lkv * R * sizeof(float *));
     s->values_host = mallocCheck(Lkv * R * sizeof(float *));
+    s->key_scales = ops->alloc(Lkv * R * sizeof(float *));
+    s->value_scales = ops->alloc(Lkv * R * sizeof(float *));
+    s->key_scales_host = mallocCheck(Lkv * R * sizeof(float *));
+    s->value_scales_host = mallocCheck(Lkv * R * sizeof(float *));
     if (mla) {
         s->k_dec = ops->alloc((size_t)max_keys * d.q * sizeof(float));
         s->v_dec = ops->alloc((size_t)max_keys * d.o * sizeof(float));
@@ -418,13 +422,16 @@ static void runstate_free(RunState *s, const Ops *ops) {
     void *bufs[] = {s->x,      s->xb,          s->q,           s->k,      s->v,        s->att,
                     s->proj,   s->hb,          s->hb2,         s->logits, s->matmul_scratch,
                     s->attn_scratch, s->inv_freq, s->tokens,   s->pos,    s->keys,     s->values,
-                    s->k_dec,  s->v_dec,       s->k_dec_rows,  s->v_dec_rows, s->layouts};
+                    s->k_dec,  s->v_dec,       s->k_dec_rows,  s->v_dec_rows, s->layouts, s->key_scales,
+                    s->value_scales};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ops->free(bufs[i]);
     free(s->logits_host);
     free(s->pos_host);
     free(s->layouts_host);
     free(s->keys_host);
     free(s->values_host);
+    free(s->key_scales_host);
+    free(s->value_scales_host);
     memset(s, 0, sizeof *s);
 }
 
@@ -483,12 +490,16 @@ static void stage_rows(Engine *e, KVCache **caches, const int *tokens, const int
         for (int r = 0; r < R; r++) {
             s->keys_host[(size_t)l * R + r] = kv_cache_layer_key(caches[r], l);
             s->values_host[(size_t)l * R + r] = kv_cache_layer_value(caches[r], l);
+            s->key_scales_host[(size_t)l * R + r] = kv_cache_layer_key_scale(caches[r], l);
+            s->value_scales_host[(size_t)l * R + r] = kv_cache_layer_value_scale(caches[r], l);
         }
     e->ops->upload(s->tokens, tokens, (size_t)R * sizeof(int));
     e->ops->upload(s->pos, s->pos_host, (size_t)R * sizeof(int));
     e->ops->upload(s->layouts, s->layouts_host, (size_t)R * sizeof(KVLayout));
     e->ops->upload(s->keys, s->keys_host, (size_t)Lkv * R * sizeof(float *));
     e->ops->upload(s->values, s->values_host, (size_t)Lkv * R * sizeof(float *));
+    e->ops->upload(s->key_scales, s->key_scales_host, (size_t)Lkv * R * sizeof(float *));
+    e->ops->upload(s->value_scales, s->value_scales_host, (size_t)Lkv * R * sizeof(float *));
 }
 
 // The attention blocks: from the normed input s->xb to the block's output s->proj (R, C).
@@ -560,7 +571,7 @@ static void attention_mla_naive(Engine *e, const LayerWeights *w, const KVRows *
         const float *rows = s->keys_host[(size_t)kv_layer * R + r0];
         ops->matmul(s->k_dec, rows, &w->k_dec, n, s->matmul_scratch); // (n, n_heads * (hd + d_r))
         ops->matmul(s->v_dec, rows, &w->v_dec, n, s->matmul_scratch); // (n, n_heads * hd)
-        KVRows seq = {r1 - r0, s->pos + r0, s->k_dec_rows, s->v_dec_rows, NULL};
+        KVRows seq = {r1 - r0, s->pos + r0, s->k_dec_rows, s->v_dec_rows, .layouts = NULL};
         ops->attention(s->att + (size_t)r0 * nh * hd, s->q + (size_t)r0 * nh * qk, &seq, &shape, s->attn_scratch,
                        s->attn_scratch_bytes);
     }
@@ -581,6 +592,9 @@ void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *p
             die("engine_forward: %s", err.msg);
         if (attention_visible_keys(pos[r + n - 1], c->window, c->n_sink).count > s->max_keys)
             die("engine_forward: position %d sees more keys than the engine's %d", pos[r + n - 1], s->max_keys);
+        if (caches[r]->dtype != caches[0]->dtype)
+            die("engine_forward: one forward over %s and %s KV caches", dtype_name(caches[0]->dtype),
+                dtype_name(caches[r]->dtype));
     }
 
     stage_rows(e, caches, tokens, pos, R);
@@ -589,7 +603,9 @@ void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *p
     for (int l = 0; l < c->n_layers; l++) {
         const LayerWeights *w = &e->layers[l];
         int kv_layer = l / c->kv_share, own_kv = l % c->kv_share == 0;
-        KVRows kv = {R, s->pos, s->keys + (size_t)kv_layer * R, s->values + (size_t)kv_layer * R, s->layouts};
+        KVRows kv = {R, s->pos, s->keys + (size_t)kv_layer * R, s->values + (size_t)kv_layer * R, s->layouts,
+                     caches[0]->dtype, c->n_kv_heads, s->key_scales + (size_t)kv_layer * R,
+                     s->value_scales + (size_t)kv_layer * R};
         // attention block
         ops->rmsnorm(s->xb, s->x, w->rms_att, R, C, c->norm_eps);
         if (!c->kv_lora_rank) attention_heads(e, w, &kv, R, own_kv);

@@ -179,6 +179,8 @@ typedef struct {
     float **keys, **values;           // (L_kv, R): each row's cache rows of each KV layer
     int *pos_host;                    // host staging of pos
     float **keys_host, **values_host; // host staging of keys, values
+    float **key_scales, **value_scales;           // (L_kv, R): int8 caches' scales (NULL entries for fp32)
+    float **key_scales_host, **value_scales_host; // host staging
     // MLA's naive path: one sequence's decompressed keys and values, and (R) pointers at them
     float *k_dec, *v_dec;             // (max_keys, n_heads * (hd + d_r)), (max_keys, n_heads * hd)
     float **k_dec_rows, **v_dec_rows; // (R), every entry k_dec / v_dec
@@ -205,6 +207,7 @@ typedef struct {
     float *mla_host;         // MLA: the folded and expanded matrices (host, owned)
     void *mla_matrices;      // their backend copy in dtype, or NULL (the CPU reads mla_host)
     int mla_naive;           // MLA: 0 = absorbed attention (the default), 1 = decompress K and V
+    DType kv_dtype;          // the cache type sessions open with: DTYPE_F32 (the default) or DTYPE_I8
     RunState s;
 } Engine;
 

@@ -22,7 +22,8 @@ typedef struct QuantWeights {
     const float **host; // (n) each matrix's fp32 host weights in the Model (what it was made from)
     Tensor *tensors;    // (n) the matrices as the engine reads them (fp32 ones point at the host weights)
     void *block;        // owned bytes of the quantised tensors
-    size_t bytes;       // bytes of all n tensors, the fp32 ones included
+    size_t bytes;       // bytes of all n tensors, the fp32 ones and the outlier columns included
+    TensorOutliers *outliers; // (n) or NULL: LLM.int8()'s fp32 columns of each matrix (n == 0: none), owned
 } QuantWeights;
 
 // Host matrices of m in a fixed order: their fp32 weights, shapes; returns how many (<= 7L + 2).
@@ -33,6 +34,13 @@ int model_matrices(const Model *m, const float **host, int *rows, int *cols);
 void quant_weights_layout(QuantWeights *q, const Model *m, DType dtype, const DType *types);
 // Round-to-nearest quantisation of every matrix of m into t.
 void quant_weights_build(QuantWeights *q, const Model *m, DType t);
+// LLM.int8()'s decomposition (outliers.h) of every matrix of m into int8 per output channel:
+// matrix i's input columns j with col_max[i][j] > threshold in fp32 (col_max[i] NULL: none),
+// the others quantised with those columns zeroed; q->bytes counts the columns' weights and
+// indices (one int each).
+void quant_weights_build_outliers(QuantWeights *q, const Model *m, const float *const *col_max, float threshold);
+// Give matrix i the fp32 columns cols (n, increasing) with weights w (rows, n), both copied.
+void quant_weights_set_outliers(QuantWeights *q, int i, int n, const int *cols, const float *w);
 void quant_weights_free(QuantWeights *q);
 // The tensor made from the host matrix at p (p one of model_matrices'), or NULL.
 const Tensor *quant_weights_find(const QuantWeights *q, const float *p);

@@ -9,7 +9,12 @@ void session_open(Session *s, Engine *e, int capacity) {
     if (capacity > e->s.max_keys)
         die("session of %d positions on an engine sized for %d", capacity, e->s.max_keys);
     s->engine = e;
-    model_kv_cache_alloc(&s->cache, e->ops, c, capacity);
+    if (e->kv_dtype == DTYPE_F32) {
+        model_kv_cache_alloc(&s->cache, e->ops, c, capacity);
+    } else {
+        if (c->kv_lora_rank) die("session_open: MLA's latent cache has no %s form", dtype_name(e->kv_dtype));
+        kv_cache_alloc_typed(&s->cache, e->ops, e->kv_dtype, config_kv_layers(c), c->n_kv_heads, c->head_dim, capacity);
+    }
     s->logits = mallocCheck((size_t)c->vocab_size * sizeof(float));
 }
 
@@ -20,6 +25,7 @@ void session_open_ring(Session *s, Engine *e, int chunk) {
         die("ring session of %d rows on an engine sized for %d", c->n_sink + c->window + chunk - 1, e->s.max_keys);
     // A ring holds K/V rows of n_kv * hd; MLA's latent rows (values inside the keys) have no ring layout.
     if (c->kv_lora_rank) die("session_open_ring: MLA's latent cache has no ring layout");
+    if (e->kv_dtype != DTYPE_F32) die("session_open_ring: a ring cache holds fp32 rows, not %s", dtype_name(e->kv_dtype));
     s->engine = e;
     kv_cache_alloc_ring(&s->cache, e->ops, config_kv_layers(c), c->n_kv_heads, c->head_dim, c->n_sink, c->window,
                         chunk);

@@ -22,7 +22,8 @@ typedef struct {
     float *logits; // host (V): the logits after the last position fed
 } Session;
 
-// A session for sequences of up to capacity positions (<= the engine's max_keys).
+// A session for sequences of up to capacity positions (<= the engine's max_keys), its cache
+// of the engine's kv_dtype (fp32, or int8 with per-token, per-head scales: kvcache.h).
 void session_open(Session *s, Engine *e, int capacity);
 // A streaming session: a ring cache (kvcache.h) for the model's window and sinks (its config
 // has window > 0), fed at most `chunk` positions per forward (prefills go in such chunks), so

@@ -5,8 +5,11 @@
 //
 // For every format (fp32, q8_0, q4_0, int8 per output channel, int4 group-wise g = 32 / 64 /
 // 128, round to nearest; and int4 g = 32 / 64 / 128 after AWQ's activation-aware scaling,
-// calibrated on calib_B x calib_T tokens of training text), the model is quantised, written as a GGUF file and loaded back the
-// way every experiment loads a checkpoint, then measured through the engine:
+// calibrated on calib_B x calib_T tokens of training text; and LLM.int8()'s outlier-aware int8,
+// input channels whose calibration activations exceed a threshold kept in fp32, at the paper's
+// threshold 6.0 and at the threshold that keeps 1% of the columns), the model is quantised,
+// written as a GGUF file and loaded back the way every experiment loads a checkpoint, then
+// measured through the engine:
 //   - bits per weight over the matrices (scales included), the file's bytes;
 //   - validation bits per byte (windows of the context length over held-out text, each after a
 //     BOS) and its delta against fp32;
@@ -14,6 +17,13 @@
 //   - decode and prefill tokens/s (warm-up, then repetitions: median, p10, p90), and the
 //     bytes a decode step reads (its weights and the KV cache) per second, against the
 //     machine's STREAM triad bandwidth (the hardware_budget experiment's probe).
+// Decode with q8_0 and int8 weights runs the integer dot (kernels/quant.h: the activation row
+// quantised to int8 once per matmul) where the CPU has one; the synthetic set below also times
+// their float dequantise-dot for comparison.
+// The int8 KV cache (per token and KV head, kvcache.h) is measured for fp32 and q8_0 weights:
+// its bytes, validation bits per byte and passkey accuracy at the model's context, and decode
+// speed at a long context (long_ctx_factor x the trained one: the timing only, RoPE beyond the
+// trained length) where the keys and values a step reads rival the weights.
 // Our models fit in the caches, so a synthetic layer set of Llama-7B-shaped matrices (4096 x
 // 4096 four times, 11008 x 4096 twice, 4096 x 11008 once per layer), enough layers that even
 // the smallest format is >= 4x the last-level cache, is also timed per format through
@@ -21,7 +31,9 @@
 // should approach the byte ratio.
 //
 // Writes under --out:
-//   quantization_synthetic.csv  format -> bits/weight, set bytes, matvec time, GB/s, speed-up and byte ratio vs fp32
+//   quantization_synthetic.csv  format, dot kernel -> bits/weight, set bytes, matvec time, GB/s, speed-up and byte ratio vs fp32
+//   quantization_outliers.csv   threshold rule -> threshold, fraction of columns / weights kept in fp32, activation quantiles
+//   quantization_kv.csv         weights, kv cache -> KV bytes, bits/byte (+ delta), passkey, long-context decode tok/s
 //   quantization.csv            format -> bits/weight, file bytes, bits/byte (+ delta), passkey, tok/s, GB/s
 #include <math.h>
 #include <omp.h>
@@ -37,6 +49,7 @@
 #include "corpus.h"
 #include "gguf.h"
 #include "lab.h"
+#include "outliers.h"
 #include "peak.h"
 #include "quant.h"
 #include "quantized.h"
@@ -49,17 +62,21 @@
 typedef struct {
     const char *name; // the format column
     DType dtype;
-    const char *method; // none (fp32), rtn
+    const char *method; // none (fp32), rtn, awq, llm.int8
     int group;          // weights per scale (0: one per row)
+    double keep;        // llm.int8: 0 = LLM.int8()'s threshold 6.0, else the threshold keeping this fraction of columns
 } Format;
 
+#define LLM_INT8_THRESHOLD 6.0f
+
 static const Format FORMATS[] = {
-    {"fp32", DTYPE_F32, "none", 0},          {"q8_0", DTYPE_Q8_0, "rtn", 32},
-    {"q4_0", DTYPE_Q4_0, "rtn", 32},         {"int8", DTYPE_I8, "rtn", 0},
-    {"int4-g32", DTYPE_I4_G32, "rtn", 32},   {"int4-g64", DTYPE_I4_G64, "rtn", 64},
-    {"int4-g128", DTYPE_I4_G128, "rtn", 128},
-    {"awq-int4-g32", DTYPE_I4_G32, "awq", 32},  {"awq-int4-g64", DTYPE_I4_G64, "awq", 64},
-    {"awq-int4-g128", DTYPE_I4_G128, "awq", 128},
+    {"fp32", DTYPE_F32, "none", 0, 0},           {"q8_0", DTYPE_Q8_0, "rtn", 32, 0},
+    {"q4_0", DTYPE_Q4_0, "rtn", 32, 0},          {"int8", DTYPE_I8, "rtn", 0, 0},
+    {"int4-g32", DTYPE_I4_G32, "rtn", 32, 0},    {"int4-g64", DTYPE_I4_G64, "rtn", 64, 0},
+    {"int4-g128", DTYPE_I4_G128, "rtn", 128, 0},
+    {"awq-int4-g32", DTYPE_I4_G32, "awq", 32, 0},  {"awq-int4-g64", DTYPE_I4_G64, "awq", 64, 0},
+    {"awq-int4-g128", DTYPE_I4_G128, "awq", 128, 0},
+    {"int8-outlier-t6", DTYPE_I8, "llm.int8", 0, 0.0}, {"int8-outlier-1pct", DTYPE_I8, "llm.int8", 0, 0.01},
 };
 #define N_FORMATS (int)(sizeof FORMATS / sizeof FORMATS[0])
 
@@ -70,11 +87,12 @@ typedef struct {
     int synth_scale;      // synthetic matrices' sides divided by this (quick: 4, not DRAM-bound)
     int synth_reps;
     int stream_reps;
-    int calib_B, calib_T; // AWQ calibration: sequences x tokens of training text
+    int calib_B, calib_T; // AWQ / LLM.int8() calibration: sequences x tokens of training text
+    int long_ctx_factor;  // the int8 KV cache's decode timing at this many times the trained context
 } Sizes;
 
-static const Sizes QUICK = {1024, 5, 16, 16, 64, 3, 4, 3, 3, 4, 128};
-static const Sizes FULL = {8192, 40, 32, 64, 128, 5, 1, 5, 5, 8, 256};
+static const Sizes QUICK = {1024, 5, 16, 16, 64, 3, 4, 3, 3, 4, 128, 2};
+static const Sizes FULL = {8192, 40, 32, 64, 128, 5, 1, 5, 5, 8, 256, 8};
 
 // ---- the machine's bandwidth ------------------------------------------------------------------
 
@@ -91,6 +109,7 @@ typedef struct {
     Tensor *w;
     size_t bytes;
     float *x, *out;
+    void *scratch; // ops->matmul's (the integer dot's quantised activation row)
     const Ops *ops;
 } SynthSet;
 
@@ -131,49 +150,68 @@ static void synth_open(SynthSet *s, DType t, const Sizes *sz) {
     s->w = mallocCheck(s->n * sizeof *s->w);
     s->bytes = 0;
     int widest = 0;
+    size_t scratch = 0;
+    s->ops = ops_cpu();
     for (int i = 0; i < s->n; i++) {
         int rows = SYNTH_SHAPES[i % SYNTH_PER_LAYER][0] / sz->synth_scale;
         int cols = SYNTH_SHAPES[i % SYNTH_PER_LAYER][1] / sz->synth_scale;
         size_t bytes = (size_t)rows * dtype_row_bytes(t, cols);
-        s->w[i] = (Tensor){t, mallocHugeCheck(bytes), rows, cols};
+        s->w[i] = (Tensor){t, mallocHugeCheck(bytes), rows, cols, NULL};
         synth_fill(&s->w[i]);
         s->bytes += bytes;
         widest = rows > widest ? rows : widest;
+        size_t sb = s->ops->matmul_scratch_bytes(t, 1, cols);
+        scratch = sb > scratch ? sb : scratch;
     }
+    s->scratch = mallocCheck(scratch ? scratch : 1);
     s->x = mallocCheck((size_t)widest * sizeof(float));
     s->out = mallocCheck((size_t)widest * sizeof(float));
     uint64_t rng = rng_seed(7);
     for (int i = 0; i < widest; i++) s->x[i] = rng_normal(&rng);
-    s->ops = ops_cpu();
 }
 
 static void synth_close(SynthSet *s) {
     for (int i = 0; i < s->n; i++) free((void *)s->w[i].data);
-    free(s->w), free(s->x), free(s->out);
+    free(s->w), free(s->x), free(s->out), free(s->scratch);
 }
 
 // One decode-shaped pass: every matrix of the set times one vector, through ops->matmul.
 static void synth_pass(void *ctx) {
     SynthSet *s = ctx;
-    for (int i = 0; i < s->n; i++) s->ops->matmul(s->out, s->x, &s->w[i], 1, NULL);
+    for (int i = 0; i < s->n; i++) s->ops->matmul(s->out, s->x, &s->w[i], 1, s->scratch);
+}
+
+// The decode kernel matmul runs for t now: "float" (dequantise-dot) or the integer dot's target.
+static const char *dot_kernel(DType t, int int_dot) {
+    return int_dot && dtype_has_int_dot(t) ? quant_int_dot_name() : "float";
 }
 
 static void write_synthetic(LabRun *r, const Sizes *sz, double stream) {
     CsvWriter w = lab_csv(r, 0);
     double fp32_ms = 0.0, fp32_bytes = 0.0;
+    int int_dot = quant_int_dot_enable(1);
+    quant_int_dot_enable(int_dot); // (the default, read back)
     for (int f = 0; f < N_FORMATS; f++) {
         const Format *fm = &FORMATS[f];
-        if (strcmp(fm->method, "awq") == 0) continue; // int4-gG's kernels: timed as rtn
-        progress("quantization: synthetic layer set, %s", fm->name);
+        if (strcmp(fm->method, "rtn") != 0 && f != 0) continue; // awq / llm.int8 run the rtn kernels
         SynthSet s;
         synth_open(&s, fm->dtype, sz);
-        BenchStats b = bench_run(synth_pass, &s, 1, sz->synth_reps);
-        if (f == 0) fp32_ms = b.median_ms, fp32_bytes = (double)s.bytes;
         double weights = 0.0;
         for (int i = 0; i < s.n; i++) weights += (double)s.w[i].rows * s.w[i].cols;
-        csv_row(&w, "%s,%.6g,%.6g,%zu,%.6g,%.6g,%.6g,%.6g,%d,%.6g,%.6g,%.6g", fm->name, 8.0 * s.bytes / weights, weights,
-                s.bytes, stream, b.median_ms, b.p10_ms, b.p90_ms, b.reps, s.bytes / (b.median_ms * 1e6),
-                fp32_ms / b.median_ms, fp32_bytes / s.bytes);
+        // the default decode kernel, then (types with an integer dot) the other one
+        for (int variant = 0; variant <= dtype_has_int_dot(fm->dtype); variant++) {
+            int on = variant ? !int_dot : int_dot;
+            char name[64];
+            snprintf(name, sizeof name, variant ? "%s-%s-dot" : "%s", fm->name, on ? "int" : "float");
+            progress("quantization: synthetic layer set, %s", name);
+            quant_int_dot_enable(on);
+            BenchStats b = bench_run(synth_pass, &s, 1, sz->synth_reps);
+            if (f == 0) fp32_ms = b.median_ms, fp32_bytes = (double)s.bytes;
+            csv_row(&w, "%s,%s,%.6g,%.6g,%zu,%.6g,%.6g,%.6g,%.6g,%d,%.6g,%.6g,%.6g", name, dot_kernel(fm->dtype, on),
+                    8.0 * s.bytes / weights, weights, s.bytes, stream, b.median_ms, b.p10_ms, b.p90_ms, b.reps,
+                    s.bytes / (b.median_ms * 1e6), fp32_ms / b.median_ms, fp32_bytes / s.bytes);
+        }
+        quant_int_dot_enable(int_dot);
         synth_close(&s);
     }
     csv_close(&w);
@@ -187,10 +225,16 @@ typedef struct {
     Corpus corpus;
     int *val;       // validation token stream
     size_t n_val;
-    int *calib;     // AWQ calibration sequences (calib_B, calib_T) of training text
+    int *calib;     // AWQ / LLM.int8() calibration sequences (calib_B, calib_T) of training text
     int calib_B, calib_T;
+    OutlierCalibration outliers; // the fp32 model's largest |x| per input channel of every matrix
     char tmp_path[600];
 } Inputs;
+
+// The threshold of an llm.int8 format: LLM.int8()'s 6.0, or the one that keeps f->keep of the columns.
+static float outlier_threshold(const Inputs *in, const Format *f) {
+    return f->keep > 0.0 ? outlier_channel_quantile(&in->outliers, 1.0 - f->keep) : LLM_INT8_THRESHOLD;
+}
 
 // The format's checkpoint, loaded as every experiment loads one: fp32 is the input file; the
 // others are quantised from it, written to a temporary GGUF file (its size is the format's
@@ -204,6 +248,8 @@ static void load_format(const Inputs *in, const Format *f, Model *m, long long *
         if (strcmp(f->method, "awq") == 0) {
             AwqResult res;
             awq_quantize(m, f->dtype, in->calib, in->calib_B, in->calib_T, 1.0, &res);
+        } else if (strcmp(f->method, "llm.int8") == 0) {
+            outlier_quantize(m, &in->outliers, outlier_threshold(in, f));
         } else {
             m->quant = mallocCheck(sizeof *m->quant);
             quant_weights_build(m->quant, m, f->dtype);
@@ -278,23 +324,102 @@ static void prefill_run(void *ctx) {
     if (session_prefill(&t->s, t->tokens, t->prefill_len, NULL, &err)) die("quantization: %s", err.msg);
 }
 
+// A matrix's bytes: its rows, and LLM.int8()'s fp32 columns with their indices.
+static double tensor_bytes(const Tensor *t) {
+    double bytes = (double)t->rows * dtype_row_bytes(t->dtype, t->cols);
+    return t->outliers ? bytes + (double)t->outliers->n * (sizeof(int) + (double)t->rows * sizeof(float)) : bytes;
+}
+
 // Bytes one decode step reads at context p: every layer matrix and the head (the embedding
-// row is one row), the norm gains, and the keys and values of p positions.
-static double decode_step_bytes(const Engine *e, double p) {
+// row is one row), the norm gains, and the keys and values of p positions (kv_token bytes each:
+// kv_cache_bytes / capacity, so an int8 cache's scales count).
+static double decode_step_bytes(const Engine *e, double p, double kv_token) {
     const Config *c = &e->config;
-    double bytes = (double)e->wcls.rows * dtype_row_bytes(e->wcls.dtype, e->wcls.cols);
+    double bytes = tensor_bytes(&e->wcls);
     for (int l = 0; l < c->n_layers; l++) {
         const LayerWeights *w = &e->layers[l];
         const Tensor *ts[] = {&w->wq, &w->wk, &w->wv, &w->wo, &w->w1, &w->w2, &w->w3};
-        for (int i = 0; i < 7; i++) bytes += (double)ts[i]->rows * dtype_row_bytes(ts[i]->dtype, ts[i]->cols);
+        for (int i = 0; i < 7; i++) bytes += tensor_bytes(ts[i]);
     }
     bytes += (2.0 * c->n_layers + 1) * c->dim * sizeof(float);
-    bytes += 2.0 * c->n_layers * c->n_kv_heads * c->head_dim * sizeof(float) * p;
-    return bytes;
+    return bytes + kv_token * p;
+}
+
+// Decode steps timed after a prompt of prompt_len tokens (its prefill untimed) on session
+// t->s: per step, over contexts prompt_len .. prompt_len + decode_len - 1.
+static BenchStats time_decode(Timing *t, int reps) {
+    Error err;
+    session_truncate(&t->s, 0);
+    if (session_prefill(&t->s, t->tokens, t->prompt_len, NULL, &err)) die("quantization: %s", err.msg);
+    return bench_run(decode_step, t, 4, t->decode_len * reps);
+}
+
+// ---- the int8 KV cache ------------------------------------------------------------------------
+
+// For fp32 and q8_0 weights, each with an fp32 and an int8 cache: the cache's bytes, validation
+// bits per byte, passkey accuracy, and decode speed at long_ctx_factor x the trained context.
+static void write_kv(LabRun *r, const Sizes *sz, Inputs *in) {
+    CsvWriter w = lab_csv(r, 2);
+    const Format *weights[] = {&FORMATS[0], &FORMATS[1]}; // fp32, q8_0
+    const DType kv_types[] = {DTYPE_F32, DTYPE_I8};
+    double base_bpb = 0.0;
+    for (int f = 0; f < 2; f++) {
+        Model m;
+        long long file_bytes;
+        load_format(in, weights[f], &m, &file_bytes);
+        const Config *c = &m.config;
+        int long_ctx = c->seq_len * sz->long_ctx_factor;
+        if ((size_t)long_ctx > in->n_val) die("quantization: %d tokens of validation text for a context of %d", (int)in->n_val, long_ctx);
+        for (int k = 0; k < 2; k++) {
+            progress("quantization: %s weights, %s KV cache", weights[f]->name, dtype_name(kv_types[k]));
+            Engine e;
+            engine_open(&e, &m, ops_cpu(), DTYPE_F32, c->seq_len, long_ctx);
+            e.kv_dtype = kv_types[k];
+            double bpb = validation_bits_per_byte(&e, in, sz->eval_tokens);
+            if (f == 0 && k == 0) base_bpb = bpb;
+            PasskeyScore ps;
+            Error err;
+            if (passkey_evaluate_engine(&e, &in->tok, in->val, in->n_val, c->seq_len, -1.0f, sz->passkey_samples, 1234,
+                                        &ps, &err))
+                die("quantization: passkey: %s", err.msg);
+            Timing t = {.tokens = in->val, .prompt_len = long_ctx - sz->decode_len, .decode_len = sz->decode_len};
+            session_open(&t.s, &e, long_ctx);
+            double kv_token = (double)kv_cache_bytes(&t.s.cache) / long_ctx;
+            BenchStats dec = time_decode(&t, sz->reps);
+            session_close(&t.s);
+            double step_bytes = decode_step_bytes(&e, t.prompt_len + (t.decode_len - 1) / 2.0, kv_token);
+            csv_row(&w, "%s,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%.6g", weights[f]->name,
+                    dtype_name(kv_types[k]), kv_token, kv_token * c->seq_len, bpb, bpb - base_bpb, ps.exact,
+                    sz->passkey_samples, long_ctx, kv_token * (t.prompt_len + (t.decode_len - 1) / 2.0), step_bytes,
+                    1e3 / dec.median_ms, 1e3 / dec.p90_ms, 1e3 / dec.p10_ms, dec.reps, step_bytes / (dec.median_ms * 1e6));
+            engine_close(&e);
+        }
+        model_free(&m);
+    }
+    csv_close(&w);
+}
+
+// ---- LLM.int8()'s outlier columns ---------------------------------------------------------------
+
+// Per llm.int8 format: its threshold, the fraction of input columns (and of weights) above it,
+// and the distribution of the calibration activations' largest |x| per channel it cuts.
+static void write_outliers(LabRun *r, const Inputs *in) {
+    CsvWriter w = lab_csv(r, 1);
+    const OutlierCalibration *oc = &in->outliers;
+    for (int f = 0; f < N_FORMATS; f++) {
+        const Format *fm = &FORMATS[f];
+        if (strcmp(fm->method, "llm.int8") != 0) continue;
+        float thr = outlier_threshold(in, fm);
+        csv_row(&w, "%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g", fm->name, fm->keep, thr,
+                outlier_column_fraction(oc, thr), outlier_weight_fraction(oc, thr), outlier_channel_quantile(oc, 0.5),
+                outlier_channel_quantile(oc, 0.9), outlier_channel_quantile(oc, 0.99), outlier_channel_quantile(oc, 1.0),
+                (double)in->calib_B * in->calib_T);
+    }
+    csv_close(&w);
 }
 
 static void write_formats(LabRun *r, const Sizes *sz, Inputs *in, double stream) {
-    CsvWriter w = lab_csv(r, 1);
+    CsvWriter w = lab_csv(r, 3);
     double fp32_bpb = 0.0;
     for (int f = 0; f < N_FORMATS; f++) {
         const Format *fm = &FORMATS[f];
@@ -314,16 +439,15 @@ static void write_formats(LabRun *r, const Sizes *sz, Inputs *in, double stream)
         if (t.prompt_len + t.decode_len > c->seq_len) t.decode_len = c->seq_len - t.prompt_len;
         session_open(&t.s, &e, c->seq_len);
         BenchStats pre = bench_run(prefill_run, &t, 1, sz->reps);
-        Error err;
-        session_truncate(&t.s, 0);
-        if (session_prefill(&t.s, t.tokens, t.prompt_len, NULL, &err)) die("quantization: %s", err.msg);
-        BenchStats dec = bench_run(decode_step, &t, 4, t.decode_len * sz->reps); // per step
+        BenchStats dec = time_decode(&t, sz->reps);
+        double kv_token = (double)kv_cache_bytes(&t.s.cache) / c->seq_len;
         session_close(&t.s);
-        double step_bytes = decode_step_bytes(&e, t.prompt_len + (t.decode_len - 1) / 2.0);
+        double step_bytes = decode_step_bytes(&e, t.prompt_len + (t.decode_len - 1) / 2.0, kv_token);
         double gb_s = step_bytes / (dec.median_ms * 1e6);
         engine_close(&e);
 
         PasskeyScore ps;
+        Error err;
         if (passkey_evaluate(&m, &in->tok, in->val, in->n_val, c->seq_len, -1.0f, sz->passkey_samples, 1234, &ps, &err))
             die("quantization: passkey: %s", err.msg);
         csv_row(&w, "%s,%s,%d,%.6g,%lld,%.6g,%.6g,%.6g,%.6g,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%d,%.6g,%.6g,%.6g", fm->name,
@@ -350,9 +474,19 @@ static const LabOption OPTIONS[] = {
 
 static const LabTable TABLES[] = {
     {"quantization_synthetic",
-     "format,bits_per_weight,weights,set_bytes,stream_gb_s,matvec_ms_median,matvec_ms_p10,matvec_ms_p90,reps,"
+     "format,dot_kernel,bits_per_weight,weights,set_bytes,stream_gb_s,matvec_ms_median,matvec_ms_p10,matvec_ms_p90,reps,"
      "gb_s_median,speedup_vs_fp32,byte_ratio_vs_fp32",
-     "Llama-7B-shaped layers, >= 4x the LLC, one matrix-vector product each per pass, per format", LAB_CPU},
+     "Llama-7B-shaped layers, >= 4x the LLC, one matrix-vector product each per pass, per format and decode kernel",
+     LAB_CPU},
+    {"quantization_outliers",
+     "format,keep_fraction,threshold,column_fraction,weight_fraction,channel_max_p50,channel_max_p90,channel_max_p99,"
+     "channel_max_max,calibration_tokens",
+     "LLM.int8()'s outlier columns: the threshold, what it keeps in fp32, the calibration activations it cuts", LAB_CPU},
+    {"quantization_kv",
+     "weights,kv_cache,kv_bytes_per_token,kv_cache_bytes,val_bits_per_byte,val_bits_per_byte_delta,passkey_accuracy,"
+     "passkey_samples,long_context,long_context_kv_bytes,decode_step_bytes,decode_tok_s_median,decode_tok_s_p10,"
+     "decode_tok_s_p90,decode_reps,decode_gb_s",
+     "the int8 KV cache against fp32: bytes, quality, passkey retrieval, decode speed at a long context", LAB_CPU},
     {"quantization",
      "format,method,group_size,bits_per_weight,file_bytes,decode_step_bytes,val_bits_per_byte,"
      "val_bits_per_byte_delta,passkey_accuracy,passkey_samples,decode_tok_s_median,decode_tok_s_p10,"
@@ -378,10 +512,16 @@ static int run(LabRun *r) {
     in.calib_B = sz->calib_B;
     in.calib_T = sz->calib_T < seq_len ? sz->calib_T : seq_len;
     in.calib = awq_calibration_tokens(&in.tok, in.corpus.train, in.corpus.train_len, in.calib_B, in.calib_T);
+    if (checkpoint_load(model_path, NULL, &m, NULL, &err)) die("%s", err.msg);
+    if (m.quant) die("quantization: %s is already quantised (%s); give an fp32 model", model_path, dtype_name(m.quant->dtype));
+    outlier_calibrate(&in.outliers, &m, in.calib, in.calib_B, in.calib_T);
+    model_free(&m);
     snprintf(in.tmp_path, sizeof in.tmp_path, "%s/.quantization-%d.gguf", r->out_dir, (int)getpid());
 
     double stream = stream_gb_s(sz);
     write_synthetic(r, sz, stream);
+    write_outliers(r, &in);
+    write_kv(r, sz, &in);
     write_formats(r, sz, &in, stream); // quantization.csv last: the pipeline's target
 
     char sum_hex[17];
@@ -389,6 +529,9 @@ static int run(LabRun *r) {
     lab_meta(r, "quantization_model", "%s", model_path);
     lab_meta(r, "quantization_model_fnv1a64", "%s", sum_hex);
     lab_meta(r, "quantization_simd", "%s", quant_simd_name());
+    lab_meta(r, "quantization_int_dot", "%s", quant_int_dot_name());
+    lab_meta(r, "quantization_llm_int8_threshold", "%.6g", LLM_INT8_THRESHOLD);
+    outlier_calibration_free(&in.outliers);
     free(in.val), free(in.calib);
     corpus_free(&in.corpus);
     tokenizer_free(&in.tok);

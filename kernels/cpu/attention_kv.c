@@ -3,12 +3,15 @@
 // a time: scores over the visible keys only (the sinks, then the window: O(window) per row,
 // whether the cache is contiguous or a ring) into the calling thread's row of the scratch,
 // softmax, weighted sum of values. Threads split the (row, head) pairs, so a decode step
-// (one row) still uses every core through its heads.
+// (one row) still uses every core through its heads. An int8 cache (KVRows.dtype) is read
+// row by row: a key's score is its int8 codes dotted with q times the row's scale for the head,
+// a value is added as its codes times its scale times the weight.
 #include "kernels.h"
 
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "common.h"
@@ -33,10 +36,34 @@ static inline int visible_row(const VisibleRows *r, int i) {
     return row >= r->wrap ? row - r->ring : row;
 }
 
-// One query head against its KV head's rows: k (key_stride apart), v (value_stride apart). A
-// ring cache changes only where a key is read from, not the order, so a ring and a contiguous
-// cache give the same bits.
-static void attend_one(float *out, const float *q, const float *k, const float *v, int p, KVLayout layout,
+// One KV head's rows: fp32 (k, v), or int8 codes with a scale per row (ks, vs, n_scales apart).
+typedef struct {
+    const void *k, *v;
+    const float *ks, *vs;
+    int n_scales;
+    DType dtype;
+} HeadRows;
+
+static inline float key_dot(const HeadRows *h, const float *q, size_t row, size_t stride, int hd) {
+    if (h->dtype == DTYPE_F32) return dot_f32(q, (const float *)h->k + row * stride, hd);
+    return dot_f32_i8(q, (const signed char *)h->k + row * stride, hd) * h->ks[row * h->n_scales];
+}
+
+static inline void add_value(float *out, const HeadRows *h, float a, size_t row, size_t stride, int vd) {
+    if (h->dtype == DTYPE_F32) {
+        const float *v = (const float *)h->v + row * stride;
+        for (int d = 0; d < vd; d++) out[d] += a * v[d];
+        return;
+    }
+    const int8_t *v = (const int8_t *)h->v + row * stride;
+    float av = a * h->vs[row * h->n_scales];
+    for (int d = 0; d < vd; d++) out[d] += av * v[d];
+}
+
+// One query head against its KV head's rows (key_stride, value_stride apart). A ring cache
+// changes only where a key is read from, not the order, so a ring and a contiguous cache give
+// the same bits.
+static void attend_one(float *out, const float *q, const HeadRows *kv, int p, KVLayout layout,
                        const AttentionShape *s, float *scores) {
     int hd = s->head_dim, vd = attention_value_dim(s);
     size_t ks = attention_key_stride(s), vs = attention_value_stride(s);
@@ -52,7 +79,7 @@ static void attend_one(float *out, const float *q, const float *k, const float *
     }
     float max = -INFINITY;
     for (int i = 0; i < vis.count; i++) {
-        scores[i] = dot_f32(i < vis.n_sinks ? qs : q, k + (size_t)visible_row(&rows, i) * ks, hd) * s->scale;
+        scores[i] = key_dot(kv, i < vis.n_sinks ? qs : q, (size_t)visible_row(&rows, i), ks, hd) * s->scale;
         max = scores[i] > max ? scores[i] : max;
     }
     float sum = 0.0f;
@@ -64,9 +91,7 @@ static void attend_one(float *out, const float *q, const float *k, const float *
     memset(out, 0, vd * sizeof(float));
     for (int i = 0; i < vis.count; i++) {
         if (scores[i] == 0.0f) continue;
-        const float *vj = v + (size_t)visible_row(&rows, i) * vs;
-        float a = scores[i] * inv;
-        for (int d = 0; d < vd; d++) out[d] += a * vj[d];
+        add_value(out, kv, scores[i] * inv, (size_t)visible_row(&rows, i), vs, vd);
     }
 }
 
@@ -83,6 +108,10 @@ void attention_kv(float *out, const float *q, const KVRows *kv, const AttentionS
         int n = attention_visible_keys(kv->pos[r], s->window, s->n_sink).count;
         max_keys = n > max_keys ? n : max_keys;
     }
+    if (kv->dtype != DTYPE_F32 && (kv->dtype != DTYPE_I8 || kv->n_scales != s->n_kv_heads))
+        die("attention_kv: a %s cache with %d scales per row for %d KV heads", dtype_name(kv->dtype), kv->n_scales,
+            s->n_kv_heads);
+    size_t esize = kv->dtype == DTYPE_I8 ? 1 : sizeof(float);
     int threads = omp_get_max_threads();
     if ((size_t)threads * max_keys * sizeof(float) > scratch_bytes)
         die("attention_kv: %zu bytes of scratch for %d threads x %d keys", scratch_bytes, threads, max_keys);
@@ -94,8 +123,11 @@ void attention_kv(float *out, const float *q, const KVRows *kv, const AttentionS
             for (int h = 0; h < s->n_heads; h++) {
                 size_t g = (size_t)(h / group);
                 KVLayout layout = kv->layouts ? kv->layouts[r] : (KVLayout){0, 0};
-                attend_one(out + (size_t)r * out_stride + h * vd, q + (size_t)r * q_stride + h * hd,
-                           kv->keys[r] + g * hd, kv->values[r] + g * vd, kv->pos[r], layout, s, scores);
+                HeadRows rows = {(const char *)kv->keys[r] + g * hd * esize, (const char *)kv->values[r] + g * vd * esize,
+                                 kv->dtype == DTYPE_I8 ? kv->key_scales[r] + g : NULL,
+                                 kv->dtype == DTYPE_I8 ? kv->value_scales[r] + g : NULL, kv->n_scales, kv->dtype};
+                attend_one(out + (size_t)r * out_stride + h * vd, q + (size_t)r * q_stride + h * hd, &rows, kv->pos[r],
+                           layout, s, scores);
             }
         }
     }

@@ -2,6 +2,7 @@
 // host memory, so upload and download are copies; weights are fp32 or one of the quantised
 // types of kernels/quant.h, each with its own dequantise-dot kernel.
 #include <malloc.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,8 +52,11 @@ static void cpu_embedding(float *out, const Tensor *table, const int *tokens, in
     if (table->dtype != DTYPE_F32 && !dtype_is_quantized(table->dtype))
         die("cpu embedding: %s tables are not supported", dtype_name(table->dtype));
     size_t C = table->cols, row_bytes = dtype_row_bytes(table->dtype, table->cols);
-    for (int r = 0; r < R; r++) // (R, C)
+    const TensorOutliers *o = table->outliers;
+    for (int r = 0; r < R; r++) { // (R, C)
         dequantize_row(table->dtype, out + r * C, (const char *)table->data + tokens[r] * row_bytes, (int)C);
+        for (int k = 0; o && k < o->n; k++) out[r * C + o->cols[k]] = o->w[(size_t)tokens[r] * o->n + k];
+    }
 }
 
 static void cpu_rope(float *x, int R, int n_heads, int head_dim, int rot_dim, const int *pos, const float *inv_freq,
@@ -68,10 +72,32 @@ static void cpu_rope(float *x, int R, int n_heads, int head_dim, int rot_dim, co
     }
 }
 
+// One row of an int8 cache: each of the n_scales heads' slices quantised with its own scale.
+static void kv_quantize_row(int8_t *dst, float *scales, const float *x, int kv_dim, int n_scales) {
+    int hd = kv_dim / n_scales;
+    for (int g = 0; g < n_scales; g++) {
+        const float *xg = x + (size_t)g * hd;
+        float amax = 0.0f;
+        for (int i = 0; i < hd; i++) amax = fmaxf(amax, fabsf(xg[i]));
+        float s = amax / 127.0f, is = s ? 1.0f / s : 0.0f;
+        scales[g] = s;
+        for (int i = 0; i < hd; i++) dst[(size_t)g * hd + i] = (int8_t)roundf(xg[i] * is);
+    }
+}
+
 static void cpu_kv_write(const KVRows *kv, const float *k, const float *v, int kv_dim) {
+    if (kv->dtype != DTYPE_F32 && (kv->dtype != DTYPE_I8 || !v || kv->n_scales < 1 || kv_dim % kv->n_scales))
+        die("cpu kv_write: a %s cache of rows of %d in %d heads (values %s)", dtype_name(kv->dtype), kv_dim,
+            kv->n_scales, v ? "given" : "in the keys");
     for (int r = 0; r < kv->R; r++) {
         int row = kv->layouts ? kv_layout_row(kv->layouts[r], kv->pos[r]) : kv->pos[r];
         size_t at = (size_t)row * kv_dim;
+        if (kv->dtype == DTYPE_I8) {
+            float *ks = kv->key_scales[r] + (size_t)row * kv->n_scales, *vs = kv->value_scales[r] + (size_t)row * kv->n_scales;
+            kv_quantize_row((int8_t *)kv->keys[r] + at, ks, k + (size_t)r * kv_dim, kv_dim, kv->n_scales);
+            kv_quantize_row((int8_t *)kv->values[r] + at, vs, v + (size_t)r * kv_dim, kv_dim, kv->n_scales);
+            continue;
+        }
         memcpy(kv->keys[r] + at, k + (size_t)r * kv_dim, kv_dim * sizeof(float));
         if (v) memcpy(kv->values[r] + at, v + (size_t)r * kv_dim, kv_dim * sizeof(float));
     }

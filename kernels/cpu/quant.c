@@ -383,37 +383,185 @@ float dot_row(DType t, const void *row, const float *x, int n) {
     }
 }
 
+// ---- integer dot products: q8_0 / int8 weights times an int8 activation row ----------------
+// llama.cpp's q8_0 x q8_0 scheme: the activation row is quantised once per matmul (quant.h's
+// act-q8 blocks), so a block of 32 weights costs 32 int8 x int8 products summed exactly in int32
+// and one FMA by the two scales. x86 multiplies unsigned by signed bytes (VNNI's dpbusd, AVX2's
+// maddubs), so the products are taken as |w| times x carrying w's sign; |-128| = 128 fits an
+// unsigned byte and x's codes lie in [-127, 127], so nothing overflows or saturates (maddubs'
+// int16 pair sums stay within 2 * 128 * 127).
+
+#define ACT_BLOCK 32
+#define ACT_BLOCK_BYTES (sizeof(float) + ACT_BLOCK) // { float d; int8 q[32] }
+
+size_t act_q8_row_bytes(int n) { return (size_t)((n + ACT_BLOCK - 1) / ACT_BLOCK) * ACT_BLOCK_BYTES; }
+
+void quantize_act_row(void *dst, const float *x, int n) {
+    uint8_t *b = dst;
+    for (int k = 0; k * ACT_BLOCK < n; k++, b += ACT_BLOCK_BYTES) {
+        int len = block_len(ACT_BLOCK, n, k);
+        const float *xb = x + (size_t)k * ACT_BLOCK;
+        float amax = 0.0f;
+        for (int j = 0; j < len; j++) amax = fmaxf(amax, fabsf(xb[j]));
+        float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+        memcpy(b, &d, sizeof d);
+        for (int j = 0; j < ACT_BLOCK; j++) b[4 + j] = j < len ? (uint8_t)(int8_t)roundf(xb[j] * id) : 0;
+    }
+}
+
+static inline float act_scale(const uint8_t *b) {
+    float d;
+    memcpy(&d, b, sizeof d);
+    return d;
+}
+
+// IAcc: a row's running sum; iacc_block adds d * sum_j w[j] x[j] over one block of 32 codes.
+#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define INT_DOT_NAME "avx512-vnni"
+static inline __m256i dot_u8s8(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
+#elif defined(__AVXVNNI__)
+#define INT_DOT_NAME "avx-vnni"
+static inline __m256i dot_u8s8(__m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s); }
+#else
+#define INT_DOT_NAME "avx2"
+static inline __m256i dot_u8s8(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+#endif
+#define INT_DOT_SIMD 1
+typedef __m256 IAcc;
+static inline IAcc iacc_zero(void) { return _mm256_setzero_ps(); }
+static inline IAcc iacc_block(IAcc acc, const uint8_t *w, const uint8_t *x, float d) {
+    __m256i wv = _mm256_loadu_si256((const __m256i *)w), xv = _mm256_loadu_si256((const __m256i *)x);
+    __m256i p = dot_u8s8(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv)); // 8 int32 sums of 4
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d), acc);
+}
+static inline float iacc_sum(IAcc a) {
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
+#else
+#define INT_DOT_NAME "scalar"
+#define INT_DOT_SIMD 0
+typedef float IAcc;
+static inline IAcc iacc_zero(void) { return 0.0f; }
+static inline IAcc iacc_block(IAcc acc, const uint8_t *w, const uint8_t *x, float d) {
+    int32_t sum = 0;
+    for (int j = 0; j < ACT_BLOCK; j++) sum += (int8_t)w[j] * (int8_t)x[j];
+    return acc + d * (float)sum;
+}
+static inline float iacc_sum(IAcc a) { return a; }
+#endif
+
+const char *quant_int_dot_name(void) { return INT_DOT_NAME; }
+
+static int int_dot_enabled = INT_DOT_SIMD;
+
+int quant_int_dot_enable(int on) {
+    int was = int_dot_enabled;
+    int_dot_enabled = on;
+    return was;
+}
+
+int dtype_has_int_dot(DType t) { return t == DTYPE_Q8_0 || t == DTYPE_I8; }
+
+static float int_dot_q8_0(const uint8_t *b, const uint8_t *xq, int n) {
+    IAcc acc = iacc_zero();
+    for (int k = 0; k < n / 32; k++, b += 34, xq += ACT_BLOCK_BYTES)
+        acc = iacc_block(acc, b + 2, xq + 4, half_at(b) * act_scale(xq));
+    return iacc_sum(acc);
+}
+
+static float int_dot_int8(const uint8_t *b, const uint8_t *xq, int n) {
+    float s;
+    memcpy(&s, b, sizeof s);
+    const uint8_t *q = b + 4;
+    IAcc acc = iacc_zero();
+    int k = 0;
+    for (; (k + 1) * ACT_BLOCK <= n; k++, xq += ACT_BLOCK_BYTES)
+        acc = iacc_block(acc, q + k * ACT_BLOCK, xq + 4, act_scale(xq));
+    int32_t tail = 0; // a row's last, shorter block (its activation codes are zero-padded)
+    for (int j = k * ACT_BLOCK; j < n; j++) tail += (int8_t)q[j] * (int8_t)xq[4 + j - k * ACT_BLOCK];
+    return s * (iacc_sum(acc) + act_scale(xq) * (float)tail);
+}
+
+float dot_row_int(DType t, const void *row, const void *xq, int n) {
+    switch (t) {
+    case DTYPE_Q8_0: return int_dot_q8_0(row, xq, n);
+    case DTYPE_I8: return int_dot_int8(row, xq, n);
+    default: die("dot_row_int: %s weights have no integer dot", dtype_name(t));
+    }
+}
+
 // ---- matmul on typed weights ------------------------------------------------------------------
 
 #define MATVEC_MAX_ROWS 16      // as kernels.c: up to 16 input rows stream the weights once
 #define TILE_FLOATS (1 << 16)   // prefill: weight rows dequantised per sgemm, ~256 KB (L2)
 
 size_t matmul_typed_scratch_bytes(DType t, int R, int cols) {
-    if (!dtype_is_quantized(t) || R <= MATVEC_MAX_ROWS) return 0;
-    return (size_t)(cols > TILE_FLOATS ? cols : TILE_FLOATS) * sizeof(float);
+    if (!dtype_is_quantized(t)) return 0;
+    size_t act = dtype_has_int_dot(t) ? (size_t)(R < MATVEC_MAX_ROWS ? R : MATVEC_MAX_ROWS) * act_q8_row_bytes(cols) : 0;
+    if (R <= MATVEC_MAX_ROWS) return act;
+    size_t tile = (size_t)(cols > TILE_FLOATS ? cols : TILE_FLOATS) * sizeof(float);
+    return tile > act ? tile : act;
+}
+
+// out (R, d) += x's outlier columns (R, n) @ their fp32 weights (d, n)^T
+static void add_outlier_columns(float *out, const float *x, const Tensor *w, int R) {
+    const TensorOutliers *o = w->outliers;
+    int d = w->rows, n = w->cols;
+    #pragma omp parallel for schedule(static) if (d > 64)
+    for (int i = 0; i < d; i++)
+        for (int r = 0; r < R; r++) {
+            const float *xr = x + (size_t)r * n, *wi = o->w + (size_t)i * o->n;
+            float acc = 0.0f;
+            for (int k = 0; k < o->n; k++) acc += wi[k] * xr[o->cols[k]];
+            out[(size_t)r * d + i] += acc;
+        }
+}
+
+// Decode rows: each weight row read once and dotted with every input row, in floats or, for
+// the types with an integer dot (when enabled), against the rows quantised to act-q8 first.
+static void matvec_rows(float *out, const float *x, const Tensor *w, int R, void *scratch) {
+    int n = w->cols, d = w->rows;
+    const uint8_t *base = w->data;
+    size_t rb = dtype_row_bytes(w->dtype, n);
+    if (int_dot_enabled && dtype_has_int_dot(w->dtype)) {
+        if (!scratch) die("matmul: %s weights' integer dot needs scratch", dtype_name(w->dtype));
+        size_t xb = act_q8_row_bytes(n);
+        uint8_t *xq = scratch;
+        for (int r = 0; r < R; r++) quantize_act_row(xq + r * xb, x + (size_t)r * n, n);
+        #pragma omp parallel for schedule(static)
+        for (int i = 0; i < d; i++)
+            for (int r = 0; r < R; r++) out[(size_t)r * d + i] = dot_row_int(w->dtype, base + i * rb, xq + r * xb, n);
+        return;
+    }
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < d; i++)
+        for (int r = 0; r < R; r++) out[(size_t)r * d + i] = dot_row(w->dtype, base + i * rb, x + (size_t)r * n, n);
 }
 
 void matmul_typed(float *out, const float *x, const Tensor *w, int R, void *scratch) {
     int n = w->cols, d = w->rows;
     if (w->dtype == DTYPE_F32) {
         matmul(out, x, w->data, R, n, d);
-        return;
+    } else if (R <= MATVEC_MAX_ROWS) {
+        check_row("matmul", w->dtype, n);
+        matvec_rows(out, x, w, R, scratch);
+    } else {
+        check_row("matmul", w->dtype, n);
+        if (!scratch) die("matmul: %s weights over %d rows need scratch", dtype_name(w->dtype), R);
+        const uint8_t *base = w->data;
+        size_t rb = dtype_row_bytes(w->dtype, n);
+        int tile = n > TILE_FLOATS ? 1 : TILE_FLOATS / n;
+        for (int i0 = 0; i0 < d; i0 += tile) {
+            int rows = d - i0 < tile ? d - i0 : tile;
+            dequantize_matrix(w->dtype, scratch, base + i0 * rb, rows, n); // (rows, n)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, rows, n, 1.0f, x, n, scratch, n, 0.0f, out + i0, d);
+        }
     }
-    check_row("matmul", w->dtype, n);
-    const uint8_t *base = w->data;
-    size_t rb = dtype_row_bytes(w->dtype, n);
-    if (R <= MATVEC_MAX_ROWS) {
-        #pragma omp parallel for schedule(static)
-        for (int i = 0; i < d; i++)
-            for (int r = 0; r < R; r++)
-                out[(size_t)r * d + i] = dot_row(w->dtype, base + i * rb, x + (size_t)r * n, n);
-        return;
-    }
-    if (!scratch) die("matmul: %s weights over %d rows need scratch", dtype_name(w->dtype), R);
-    int tile = n > TILE_FLOATS ? 1 : TILE_FLOATS / n;
-    for (int i0 = 0; i0 < d; i0 += tile) {
-        int rows = d - i0 < tile ? d - i0 : tile;
-        dequantize_matrix(w->dtype, scratch, base + i0 * rb, rows, n); // (rows, n)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, rows, n, 1.0f, x, n, scratch, n, 0.0f, out + i0, d);
-    }
+    if (w->outliers) add_outlier_columns(out, x, w, R);
 }

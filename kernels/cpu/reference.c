@@ -120,3 +120,16 @@ double ref_dot_row(DType t, const void *row, const float *x, int n) {
     for (int i = 0; i < n; i++) acc += (double)ref_dequantize_weight(t, row, n, i) * x[i];
     return acc;
 }
+
+double ref_act_q8_value(const void *xq, int i) {
+    const uint8_t *b = (const uint8_t *)xq + (size_t)(i / 32) * (sizeof(float) + 32);
+    float d;
+    memcpy(&d, b, sizeof d);
+    return (double)d * (int8_t)b[4 + i % 32];
+}
+
+double ref_dot_row_act_q8(DType t, const void *row, const void *xq, int n) {
+    double acc = 0.0;
+    for (int i = 0; i < n; i++) acc += (double)ref_dequantize_weight(t, row, n, i) * ref_act_q8_value(xq, i);
+    return acc;
+}

@@ -24,4 +24,21 @@ static inline float dot_f32(const float *restrict a, const float *restrict b, in
     return sum;
 }
 
+typedef signed char v8c __attribute__((vector_size(8), aligned(1))); // unaligned 8 int8
+
+// The dot of fp32 a with int8 codes b (the int8 KV cache's keys), in dot_f32's order.
+static inline float dot_f32_i8(const float *restrict a, const signed char *restrict b, int n) {
+    v8f s0 = {0}, s1 = {0};
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+        s0 += *(const v8f *)(a + j) * __builtin_convertvector(*(const v8c *)(b + j), v8f);
+        s1 += *(const v8f *)(a + j + 8) * __builtin_convertvector(*(const v8c *)(b + j + 8), v8f);
+    }
+    v8f s = s0 + s1;
+    float sum = 0.0f;
+    for (int k = 0; k < 8; k++) sum += s[k];
+    for (; j < n; j++) sum += a[j] * b[j];
+    return sum;
+}
+
 #endif
