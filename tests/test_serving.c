@@ -4,6 +4,9 @@
 //    every policy (static, continuous, chunked prefill), both caches (reserve, paged) and
 //    prefix sharing off and on, including runs with a KV pool small enough that requests are
 //    preempted and recomputed (the test checks that preemptions happened);
+//  - the mechanism behind it: a forward of up to SERVE_MAX_ROWS rows that mixes a prefill
+//    chunk of one sequence with decode rows of others gives each row bit for bit the logits
+//    of that sequence's rows run alone;
 //  - a simulated run (constant step cost) serves every request, frees every block, and gives
 //    the times a hand count predicts for a lone request;
 //  - the gamma arrival process has the requested mean rate (5% over 20000 gaps) and its gaps
@@ -98,14 +101,64 @@ static void test_every_policy_gives_solo_tokens(void **state) {
     for (int p = 0; p < POLICY_COUNT; p++)
         for (int k = 0; k < CACHE_COUNT; k++)
             for (int sharing = 0; sharing <= (k == CACHE_PAGED); sharing++) {
-                // roomy KV, then (paged) a pool of 8 blocks of 4: preemptions
+                // roomy KV and forwards of 16 rows, then (paged) a pool of 8 blocks of 4 (preemptions)
+                // and forwards of 5 rows
                 for (int tight = 0; tight <= 1; tight++) {
-                    ServeConfig cfg = {p, k, sharing, 6, 5, 4, tight ? 32 : 4 * 48, 48};
+                    ServeConfig cfg = {p, k, sharing, 6, tight ? 5 : SERVE_MAX_ROWS, 4, tight ? 32 : 4 * 48, 48};
                     if (tight && k == CACHE_RESERVE) cfg.kv_tokens = 48; // one request at a time
                     preemptions += serve_and_compare(&e, &q, cfg);
                 }
             }
     assert_true(preemptions > 0);
+    engine_close(&e);
+    model_free(&m);
+}
+
+// Sequence 0 has 5 cached positions and feeds a chunk of `chunk` rows; sequences 1 .. n_dec
+// feed one decode row each after 3 + i cached positions: first all in one forward, then each
+// sequence's rows alone.
+static void test_mixed_forward_is_rowwise_exact(void **state) {
+    (void)state;
+    Config c = small_config(4, 2, 0, 0);
+    Model m;
+    random_model(&m, &c, 8, 0.5f);
+    Engine e;
+    engine_open(&e, &m, ops_cpu(), DTYPE_F32, SERVE_MAX_ROWS, c.seq_len);
+    int V = c.vocab_size, shapes[][2] = {{9, 2}, {1, 15}, {12, 4}};
+    for (int k = 0; k < 3; k++) {
+        int chunk = shapes[k][0], n_dec = shapes[k][1], R = chunk + n_dec, S = n_dec + 1;
+        assert_true(R <= SERVE_MAX_ROWS);
+        Session ss[2][16];
+        int hist[16][40];
+        for (int q = 0; q < S; q++) random_tokens(hist[q], 40, V, 100 * k + q);
+        float *together = mallocCheck((size_t)R * V * sizeof(float)), *alone = mallocCheck((size_t)R * V * sizeof(float));
+        for (int run = 0; run < 2; run++) {
+            Error err;
+            KVCache *caches[SERVE_MAX_ROWS];
+            int tokens[SERVE_MAX_ROWS], pos[SERVE_MAX_ROWS];
+            for (int q = 0; q < S; q++) {
+                int cached = q == 0 ? 5 : 3 + q;
+                session_open(&ss[run][q], &e, c.seq_len);
+                if (session_prefill(&ss[run][q], hist[q], cached, NULL, &err)) fail_msg("%s", err.msg);
+            }
+            for (int r = 0; r < R; r++) {
+                int q = r < chunk ? 0 : r - chunk + 1;
+                caches[r] = &ss[run][q].cache;
+                pos[r] = q == 0 ? 5 + r : 3 + q;
+                tokens[r] = hist[q][pos[r]];
+            }
+            if (run == 0) {
+                engine_forward(&e, caches, tokens, pos, R, together, 1);
+            } else {
+                engine_forward(&e, caches, tokens, pos, chunk, alone, 1);
+                for (int r = chunk; r < R; r++) engine_forward(&e, caches + r, tokens + r, pos + r, 1, alone + (size_t)r * V, 1);
+            }
+            for (int q = 0; q < S; q++) session_close(&ss[run][q]);
+        }
+        assert_memory_equal(together, alone, (size_t)R * V * sizeof(float));
+        free(together);
+        free(alone);
+    }
     engine_close(&e);
     model_free(&m);
 }
@@ -166,6 +219,7 @@ static void test_gamma_arrivals(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_policy_gives_solo_tokens),
+        cmocka_unit_test(test_mixed_forward_is_rowwise_exact),
         cmocka_unit_test(test_simulated_run),
         cmocka_unit_test(test_gamma_arrivals),
     };
