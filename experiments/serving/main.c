@@ -463,6 +463,7 @@ static int run(LabRun *r) {
 
     lab_meta(r, "serving_model", "%s", model_path);
     lab_meta(r, "serving_capacity_req_s", "%.6g", capacity);
+    lab_meta(r, "serving_weight_bytes", "%zu", engine_weight_bytes(&e));
     lab_meta(r, "serving_kv_positions", "%d", base.kv_tokens);
     lab_meta(r, "serving_reserve_len", "%d", base.reserve_len);
     bench_close(&b);
