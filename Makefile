@@ -101,7 +101,7 @@ $(BUILD)/experiments/lab/hw.o: CFLAGS += -DINFERLAB_CFLAGS='"$(HW_CFLAGS)"'
 # only it uses) built into bin/<name>, a step of `make report` and of the end-to-end test; the
 # CUDA ones also run with --backend cuda where there is a GPU. TOOLS have the same layout and
 # are not report steps. A program of one file, experiments/<name>.c, builds as bin/<name> too.
-EXPERIMENTS      := sampling speculative kv_cache attention_variants long_context attention_kernels hardware_budget quantization
+EXPERIMENTS      := sampling speculative kv_cache attention_variants long_context attention_kernels hardware_budget quantization serving
 CUDA_EXPERIMENTS := kv_cache attention_kernels hardware_budget
 TOOLS            := generate hwinfo quantize
 LAB_SRC    := $(wildcard experiments/lab/*.c)
@@ -258,6 +258,9 @@ hardware_budget_CUDA_SKIP  = hardware_measured.cuda.skip
 quantization_CSV           = quantization.csv
 quantization_ARGS          = --model $(TARGET)
 quantization_INPUTS        = $(TARGET)
+serving_CSV                = serving_runs.csv
+serving_ARGS               = --model $(TARGET)
+serving_INPUTS             = $(TARGET) templates/hardware.csv templates/model_presets.csv
 
 # On a machine with a GPU (the build has CUDA and `nvidia-smi -L` lists a device) the report
 # also runs the CUDA experiments' --backend cuda variants into the same run directory: each is

@@ -111,12 +111,18 @@ OPS_INLINE VisibleKeys attention_visible_keys(int p, int window, int n_sink) {
 // How a sequence's cache lays its positions out in rows. Contiguous (ring == 0): position j
 // at row j. Ring: the first `sinks` positions at rows 0 .. sinks - 1 for good, every later
 // one at sinks + (j - sinks) % ring, overwriting the position `ring` before it (a window of
-// up to ring positions stays readable).
+// up to ring positions stays readable). Paged (blocks != NULL, vLLM's PagedAttention): the
+// rows are a pool of blocks of block_size rows shared by many sequences, and position j is at
+// row j % block_size of block blocks[j / block_size] of this sequence's block table, which
+// maps n_blocks * block_size positions (blocks: backend memory, read by the kernels).
 typedef struct {
     int sinks, ring;
+    int block_size, n_blocks;
+    const int *blocks; // (n_blocks) or NULL: not paged
 } KVLayout;
 
 OPS_INLINE int kv_layout_row(KVLayout l, int j) {
+    if (l.blocks) return l.blocks[j / l.block_size] * l.block_size + j % l.block_size;
     return l.ring == 0 || j < l.sinks ? j : l.sinks + (j - l.sinks) % l.ring;
 }
 

@@ -22,7 +22,10 @@
 //     weights and matmul inputs rounded where the GPU rounds them (1e-2); MLA (absorbed) and
 //     CLA in fp32 the same way (1e-4);
 //   - a ring KV cache (window + sinks, both position rules) over a stream longer than the
-//     ring: the CPU's logits (1e-4).
+//     ring: the CPU's logits (1e-4);
+//   - a paged KV cache (paged.h: block pool and table in device memory, blocks not in order,
+//     a fork whose first write copies a shared block on the device): two sequences that share
+//     a prefix give the CPU's logits (1e-4).
 // Without a device or driver (or built with CUDA=0) every test that needs one reports itself
 // skipped. None of it has run on a GPU yet: it was written on a machine without one.
 // Run: make build/tests/test_cuda && ./build/tests/test_cuda
@@ -40,6 +43,7 @@
 
 #include "kernels_cuda.h"
 #include "model_reference.h"
+#include "paged.h"
 
 static int g_device; // a usable device was found by the group setup
 static char g_why[256];
@@ -585,6 +589,73 @@ static void test_ring_cache(void **state) {
     }
 }
 
+// Feed tokens[from .. to) to a paged sequence in forwards of up to `chunk` rows; logits (to - from, V).
+static void paged_feed(Engine *e, PagedSeq *s, const int *tokens, int from, int to, int chunk, float *logits) {
+    for (int p = from; p < to; p += chunk) {
+        int R = to - p < chunk ? to - p : chunk, pos[4];
+        KVCache *caches[4];
+        for (int r = 0; r < R; r++) {
+            caches[r] = &s->cache;
+            pos[r] = p + r;
+        }
+        if (paged_seq_prepare(s, p, R)) fail_msg("paged_seq_prepare refused %d positions at %d", R, p);
+        engine_forward(e, caches, tokens + p, pos, R, logits + (size_t)(p - from) * e->config.vocab_size, 1);
+    }
+}
+
+// Sequence a: a prefill of 11 (blocks of 4, a third block half full) and decode steps; b forks
+// it after the prefill and decodes its own tokens, its first write copying the shared block.
+// logits: a's (n, V) then b's (n - 11, V).
+static void paged_streams(const Model *m, const Ops *ops, const int *ta, const int *tb, int n, float *logits) {
+    enum { P = 11, BS = 4 };
+    const Config *c = &m->config;
+    int V = c->vocab_size;
+    Engine e;
+    engine_open(&e, m, ops, DTYPE_F32, 4, n);
+    KVPool pool;
+    kv_pool_alloc(&pool, ops, config_kv_layers(c), c->n_kv_heads * c->head_dim, BS, 2 * (n + BS) / BS + 4);
+    PagedSeq other, a, b;
+    paged_seq_open(&other, &pool, 4 * BS);
+    paged_seq_open(&a, &pool, n);
+    paged_seq_open(&b, &pool, n);
+    if (paged_seq_prepare(&other, 0, 3 * BS)) fail_msg("pool too small"); // a's blocks are not the first ones
+    paged_feed(&e, &a, ta, 0, P, 4, logits);
+    paged_seq_fork(&b, &a);
+    paged_seq_close(&other); // freed blocks come back in another order
+    float *la = logits + (size_t)P * V, *lb = logits + (size_t)n * V;
+    for (int i = P; i < n; i++) {
+        paged_feed(&e, &b, tb, i, i + 1, 1, lb + (size_t)(i - P) * V);
+        paged_feed(&e, &a, ta, i, i + 1, 1, la + (size_t)(i - P) * V);
+    }
+    paged_seq_close(&a);
+    paged_seq_close(&b);
+    if (pool.n_free != pool.n_blocks) fail_msg("%d blocks leaked", pool.n_blocks - pool.n_free);
+    kv_pool_free(&pool);
+    engine_close(&e);
+}
+
+static void test_paged_cache(void **state) {
+    (void)state;
+    REQUIRE_DEVICE();
+    enum { T = 30 };
+    Config c = gpu_test_config(2, 0, 0, ROPE_NONE);
+    Model m;
+    random_model(&m, &c, 41, 0.3f);
+    int V = c.vocab_size, ta[T], tb[T];
+    random_tokens(ta, T, V, 6);
+    memcpy(tb, ta, sizeof ta);
+    random_tokens(tb + 11, T - 11, V, 7);
+    size_t n = (size_t)(2 * T - 11) * V;
+    float *gpu = mallocCheck(n * sizeof(float)), *cpu = mallocCheck(n * sizeof(float));
+    paged_streams(&m, ops_cuda(), ta, tb, T, gpu);
+    paged_streams(&m, ops_cpu(), ta, tb, T, cpu);
+    double e = max_rel_error(gpu, cpu, n);
+    if (!(e <= 1e-4)) fail_msg("paged cache: relative logit error %.3g vs the CPU", e);
+    free(gpu);
+    free(cpu);
+    model_free(&m);
+}
+
 static int setup(void **state) {
     (void)state;
     g_device = cuda_available(g_why, sizeof g_why);
@@ -615,6 +686,7 @@ int main(void) {
         cmocka_unit_test(test_attention_flash), cmocka_unit_test(test_attention_cudnn_support),
         cmocka_unit_test(test_attention_cudnn), cmocka_unit_test(test_attention_bench),
         cmocka_unit_test(test_model_decode),    cmocka_unit_test(test_ring_cache),
+        cmocka_unit_test(test_paged_cache),
         cmocka_unit_test(test_model_decode_mla_cla),
     };
     return cmocka_run_group_tests_name("cuda", tests, setup, teardown);

@@ -114,6 +114,12 @@ static int teardown(void **state) {
     return system(cmd) == 0 ? 0 : -1;
 }
 
+// bin/serving's metric columns, after each table's keys.
+#define SERVING_METRICS                                                                                          \
+    "rate_req_s,request_throughput_req_s,output_throughput_tok_s,ttft_ms_mean,ttft_ms_median,ttft_ms_p99," \
+    "tpot_ms_mean,tpot_ms_median,tpot_ms_p99,itl_ms_mean,itl_ms_median,itl_ms_p99,kv_util,waited_frac," \
+    "preempted_frac,n_requests,n_steps"
+
 // The quick profile's sweeps fix every table's size (see each experiment's settings).
 static const struct {
     const char *file, *header;
@@ -199,6 +205,16 @@ static const struct {
                          "val_bits_per_byte_delta,passkey_accuracy,passkey_samples,decode_tok_s_median,decode_tok_s_p10,"
                          "decode_tok_s_p90,prefill_tok_s_median,prefill_tok_s_p10,prefill_tok_s_p90,decode_reps,"
                          "prefill_reps,decode_gb_s,stream_gb_s,bandwidth_fraction", 12},
+    // serving: 3 batch sizes, 2 prefix lengths x sharing off / on, the two calibration points,
+    // 9 simulated batch sizes per GPU, and 9 (policy, cache, sharing) x 3 loads (x 2 GPUs)
+    {"serving_batch.csv", "max_batch," SERVING_METRICS, 3},
+    {"serving_prefix.csv", "prefix_len,prefix_sharing,kv_positions_held_mean,kv_positions_held_peak,saving_frac,"
+                           "saving_frac_estimate", 4},
+    {"serving_calibration.csv", "hardware,batch,context,step_ms,tok_s,lecture_step_ms,lecture_tok_s,roofline_ms,"
+                                "bandwidth_efficiency,overhead_ms", 2},
+    {"serving_sim_steps.csv", "hardware,batch,context,step_ms,tok_s", 18},
+    {"serving_sim.csv", "hardware,policy,cache,prefix_sharing,load_frac," SERVING_METRICS, 54},
+    {"serving_sweep.csv", "policy,cache,prefix_sharing,load_frac," SERVING_METRICS, 27},
 };
 
 static void test_csv_headers_and_rows(void **state) {
@@ -306,7 +322,7 @@ static void test_pdf_text(void **state) {
     snprintf(pdf, sizeof pdf, "%s/report.pdf", out_dir);
     char *text = pdf_text(pdf);
     const char *must[] = {"inferlab lab report", "Sampling", "Speculative decoding", "KV cache", "Attention variants",
-                          "Long context", "Attention kernels", "Hardware budget", "Quantization",
+                          "Long context", "Attention kernels", "Hardware budget", "Quantization", "Serving",
                           "Figure 1", "Table 1", "quick profile"};
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         if (!strstr(text, must[i])) fail_msg("report text lacks '%s'", must[i]);
@@ -415,6 +431,13 @@ static const struct {
     {"long_context_retrieval.csv", "*"},
     {"long_context_summary.csv", "*"},
     {"long_context_cost.csv", "method,context_len,context_mult,window,n_sink,cache,reps,decode_steps,kv_rows,kv_bytes"},
+    // serving: the measured runs' clock is the wall clock; the simulated ones' a formula
+    {"serving_batch.csv", "max_batch,n_requests"},
+    {"serving_prefix.csv", "prefix_len,prefix_sharing,saving_frac_estimate"},
+    {"serving_calibration.csv", "*"},
+    {"serving_sim_steps.csv", "*"},
+    {"serving_sim.csv", "*"},
+    {"serving_sweep.csv", "policy,cache,prefix_sharing,load_frac,n_requests"},
 };
 
 static void compare_columns(const char *file, const char *columns) {

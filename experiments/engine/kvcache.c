@@ -30,12 +30,12 @@ void kv_cache_alloc(KVCache *c, const Ops *ops, int n_layers, int n_kv_heads, in
 
 void kv_cache_alloc_typed(KVCache *c, const Ops *ops, DType dtype, int n_layers, int n_kv_heads, int head_dim,
                           int capacity) {
-    cache_alloc(c, ops, dtype, n_layers, n_kv_heads, head_dim, capacity, (KVLayout){0, 0}, 0, 1);
+    cache_alloc(c, ops, dtype, n_layers, n_kv_heads, head_dim, capacity, (KVLayout){0}, 0, 1);
 }
 
 // One "head" of row_dim: the rows hold keys, the values are read from them.
 void kv_cache_alloc_latent(KVCache *c, const Ops *ops, int n_layers, int row_dim, int capacity) {
-    cache_alloc(c, ops, DTYPE_F32, n_layers, 1, row_dim, capacity, (KVLayout){0, 0}, 0, 0);
+    cache_alloc(c, ops, DTYPE_F32, n_layers, 1, row_dim, capacity, (KVLayout){0}, 0, 0);
 }
 
 void kv_cache_alloc_ring(KVCache *c, const Ops *ops, int n_layers, int n_kv_heads, int head_dim, int n_sink,
@@ -43,7 +43,7 @@ void kv_cache_alloc_ring(KVCache *c, const Ops *ops, int n_layers, int n_kv_head
     if (window < 1 || n_sink < 0 || chunk < 1)
         die("kv_cache_alloc_ring: window %d, %d sinks, chunk %d", window, n_sink, chunk);
     int ring = window + chunk - 1;
-    cache_alloc(c, ops, DTYPE_F32, n_layers, n_kv_heads, head_dim, n_sink + ring, (KVLayout){n_sink, ring}, window, 1);
+    cache_alloc(c, ops, DTYPE_F32, n_layers, n_kv_heads, head_dim, n_sink + ring, (KVLayout){.sinks = n_sink, .ring = ring}, window, 1);
 }
 
 void kv_cache_free(KVCache *c) {
@@ -67,6 +67,12 @@ void kv_cache_truncate(KVCache *c, int n) {
 }
 
 int kv_cache_fits(const KVCache *c, int pos, int n, int window, int n_sink, Error *err) {
+    if (c->layout.blocks) {
+        if (pos < 0 || n < 0 || pos + n > c->layout.n_blocks * c->layout.block_size)
+            return error_set(err, "context of %d tokens does not fit in the %d blocks of %d positions mapped",
+                             pos + n, c->layout.n_blocks, c->layout.block_size);
+        return 0;
+    }
     if (!c->layout.ring) {
         if (pos < 0 || n < 0 || pos + n > c->capacity)
             return error_set(err, "context of %d tokens does not fit in a KV cache of %d positions", pos + n,

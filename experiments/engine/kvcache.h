@@ -15,7 +15,7 @@
 // sizeof(float) bytes. With CLA, L is the model's layers that have keys and values of their
 // own (model_kv_cache_alloc shapes a cache for a model). The forward pass reaches a cache
 // only through the per-layer row pointers and layouts of a KVRows view (ops.h), so a paged one
-// (block tables) can stand behind the same view.
+// (paged.h: a view of a block pool through a block table) stands behind the same view.
 // Tests: make build/tests/test_kvcache && ./build/tests/test_kvcache
 #pragma once
 

@@ -19,18 +19,21 @@
 
 // Where visible key i (attention_visible_keys) sits: the sinks at rows 0 .. n_sinks - 1, the
 // window from row0 = kv_layout_row(layout, lo) on, wrapping back by `ring` at row `wrap` (a
-// compare per key instead of a modulo; a contiguous cache never wraps).
+// compare per key instead of a modulo; a contiguous cache never wraps). A paged cache maps
+// every key through its block table (kv_layout_row), sinks included.
 typedef struct {
-    int n_sinks, row0, wrap, ring;
+    int n_sinks, lo, row0, wrap, ring;
+    KVLayout layout;
 } VisibleRows;
 
 static VisibleRows visible_rows(VisibleKeys vis, KVLayout layout) {
-    VisibleRows r = {vis.n_sinks, kv_layout_row(layout, vis.lo), layout.ring ? layout.sinks + layout.ring : INT_MAX,
-                     layout.ring};
+    VisibleRows r = {vis.n_sinks, vis.lo, kv_layout_row(layout, vis.lo),
+                     layout.ring ? layout.sinks + layout.ring : INT_MAX, layout.ring, layout};
     return r;
 }
 
 static inline int visible_row(const VisibleRows *r, int i) {
+    if (r->layout.blocks) return kv_layout_row(r->layout, i < r->n_sinks ? i : r->lo + i - r->n_sinks);
     if (i < r->n_sinks) return i;
     int row = r->row0 + i - r->n_sinks;
     return row >= r->wrap ? row - r->ring : row;
@@ -60,9 +63,9 @@ static inline void add_value(float *out, const HeadRows *h, float a, size_t row,
     for (int d = 0; d < vd; d++) out[d] += av * v[d];
 }
 
-// One query head against its KV head's rows (key_stride, value_stride apart). A ring cache
-// changes only where a key is read from, not the order, so a ring and a contiguous cache give
-// the same bits.
+// One query head against its KV head's rows (key_stride, value_stride apart). A ring or a
+// paged cache changes only where a key is read from, not the order, so they give the same
+// bits as a contiguous cache.
 static void attend_one(float *out, const float *q, const HeadRows *kv, int p, KVLayout layout,
                        const AttentionShape *s, float *scores) {
     int hd = s->head_dim, vd = attention_value_dim(s);
@@ -122,7 +125,7 @@ void attention_kv(float *out, const float *q, const KVRows *kv, const AttentionS
         for (int r = 0; r < kv->R; r++) {
             for (int h = 0; h < s->n_heads; h++) {
                 size_t g = (size_t)(h / group);
-                KVLayout layout = kv->layouts ? kv->layouts[r] : (KVLayout){0, 0};
+                KVLayout layout = kv->layouts ? kv->layouts[r] : (KVLayout){0};
                 HeadRows rows = {(const char *)kv->keys[r] + g * hd * esize, (const char *)kv->values[r] + g * vd * esize,
                                  kv->dtype == DTYPE_I8 ? kv->key_scales[r] + g : NULL,
                                  kv->dtype == DTYPE_I8 ? kv->value_scales[r] + g : NULL, kv->n_scales, kv->dtype};

@@ -33,7 +33,7 @@ attention_rows_kernel(float *out, const float *q, float *const *keys, float *con
     const float *K = keys[r] + g * hd, *V = values[r] + g * vd;
     const float *qr = q + ((size_t)r * s.n_heads + h) * hd;
     VisibleKeys vis = attention_visible_keys(pos[r], s.window, s.n_sink);
-    KVLayout layout = layouts ? layouts[r] : KVLayout{0, 0};
+    KVLayout layout = layouts ? layouts[r] : KVLayout{};
     // StreamingLLM's rule: the sinks are scored against q rotated back by the evicted count
     int shift_sinks = s.cache_positions && vis.evicted > 0;
 

@@ -1,0 +1,510 @@
+// serving/main.c: bin/serving, issue 17 (lecture 10): serving requests that arrive over time,
+// measured the way serving engines are measured.
+//
+//   bin/serving --model out/models/target.gguf [--out out/<hw>] [--profile quick|full]
+//
+// Requests (workload.h: prompts and output lengths from held-out KJV passages, half of them
+// after a shared system prompt, gamma / Poisson arrivals) are served by the scheduler
+// (scheduler.h) on the model, under static batching, continuous batching and continuous
+// batching with chunked prefill, each over a contiguous cache reserving the model's whole
+// context per request (vLLM's pre-paging policy) and over a paged cache, with and without
+// prefix sharing. Time is virtual: arrivals are replayed against the measured duration of
+// every step (a discrete-event clock, no idle waiting), so a run's latencies are those of
+// this machine's forwards. Every request's tokens are checked against running it alone
+// (greedy); the run stops with an error if one differs.
+//
+// Metrics, as vLLM's benchmark_serving defines them: TTFT (arrival to first token), TPOT per
+// request ((last token - first token) / (output tokens - 1), requests of one token left
+// out), ITL (every gap between consecutive tokens, all requests pooled), each as mean,
+// median and p99; request and output-token throughput over the run (first arrival to last
+// token); KV utilisation (positions stored / positions reserved, time-weighted); the
+// fraction of requests that waited in the queue through a step, and that were preempted.
+//
+// Request rates are fractions (load_frac) of the capacity measured first: continuous
+// batching over the paged cache with every request arriving at once. Past this machine the
+// same scheduler runs on a step-cost model (no tokens computed): Llama-2-13B in bf16 on an
+// H100 SXM and an H200 (templates/hardware.csv, model_presets.csv), each forward the
+// roofline time of the hardware-budget formulas (experiments/hardware_budget/budget.h) of
+// its rows and the keys they read, scaled by a bandwidth efficiency and a fixed overhead
+// per step fitted to the lecture's H100 figures (batch 1: 13 ms a step, batch 64: 20 ms) at
+// --calibration-context positions per sequence.
+//
+// Writes under --out:
+//   serving_batch.csv        max_batch -> throughput and latency, every request at once
+//   serving_prefix.csv       prefix_len, prefix_sharing -> KV memory held, the saving and its estimate
+//   serving_calibration.csv  hardware, batch -> simulated step time and tokens/s beside the lecture's
+//   serving_sim_steps.csv    hardware, batch -> simulated decode step time and tokens/s
+//   serving_sim.csv          hardware, policy, cache, prefix_sharing, load_frac -> the metrics (simulated)
+//   serving_sweep.csv        policy, cache, prefix_sharing, load_frac -> the metrics (measured; written last)
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "budget.h"
+#include "checkpoint.h"
+#include "corpus.h"
+#include "lab.h"
+#include "scheduler.h"
+#include "session.h"
+#include "workload.h"
+
+#define MAX_LOADS 8
+#define MAX_BATCHES 8
+#define MAX_PREFIXES 8
+
+typedef struct {
+    int n_requests, passage_len, max_output, prefix_len;
+    int n_loads;
+    double loads[MAX_LOADS];
+    int n_batches, batches[MAX_BATCHES];
+    int n_prefixes, prefixes[MAX_PREFIXES];
+    int sim_requests;
+} Sizes;
+
+// The full sweep: about 60 runs of 64 requests on the full target (see the section's note).
+static const Sizes FULL = {64, 80, 48, 48, 5, {0.25, 0.5, 0.75, 1.0, 1.25}, 5, {1, 2, 4, 8, 16},
+                           4, {16, 32, 64, 96}, 1000};
+static const Sizes QUICK = {12, 40, 16, 16, 3, {0.5, 1.0, 1.5}, 3, {1, 4, 16}, 2, {8, 16}, 200};
+
+// The real runs' scheduler: 8 sequences decode together and a forward takes 16 rows, so a
+// chunked step always has room for a prompt chunk; KV memory for 4 whole contexts.
+enum { MAX_BATCH = 8, TOKEN_BUDGET = SERVE_MAX_ROWS, BLOCK_SIZE = 16, KV_CONTEXTS = 4 };
+// The simulated server (vLLM-like): 256 sequences, 512 rows a forward.
+enum { SIM_MAX_BATCH = 256, SIM_BUDGET = 512 };
+#define SHARED_FRACTION 0.5
+#define BURSTINESS 1.0 // Poisson arrivals
+// The lecture's Llama-2-13B on an H100: one decode step at batch 1 and at batch 64.
+#define LECTURE_B1_MS 13.0
+#define LECTURE_B64_MS 20.0
+
+static const char *model_path, *tokenizer_path, *corpus_path;
+static uint64_t seed;
+static long calibration_context;
+
+// ---- metrics ----------------------------------------------------------------------------------
+
+typedef struct {
+    double mean, median, p99;
+} Summary;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+// numpy's percentile (linear between the closest ranks), as benchmark_serving takes it.
+static double percentile(const double *sorted, int n, double q) {
+    double at = q / 100.0 * (n - 1);
+    int lo = (int)floor(at), hi = lo + 1 < n ? lo + 1 : lo;
+    return sorted[lo] + (at - lo) * (sorted[hi] - sorted[lo]);
+}
+
+static Summary summarise(double *x, int n) {
+    Summary s = {0, 0, 0};
+    if (n == 0) return s;
+    qsort(x, n, sizeof(double), cmp_double);
+    for (int i = 0; i < n; i++) s.mean += x[i];
+    s.mean /= n;
+    s.median = percentile(x, n, 50);
+    s.p99 = percentile(x, n, 99);
+    return s;
+}
+
+typedef struct {
+    double rate_req_s, req_s, tok_s;
+    Summary ttft_ms, tpot_ms, itl_ms;
+    double kv_util, waited, preempted;
+    int n, n_steps;
+} Metrics;
+
+static Metrics metrics_of(const Request *reqs, const Outcome *out, int n, const ServeStats *st, double rate) {
+    Metrics m = {.rate_req_s = rate, .kv_util = st->kv_util, .n = n, .n_steps = st->n_steps};
+    int n_tok = 0, n_tpot = 0;
+    for (int i = 0; i < n; i++) n_tok += out[i].n_out;
+    double *ttft = mallocCheck(n * sizeof(double)), *tpot = mallocCheck(n * sizeof(double)),
+           *itl = mallocCheck((n_tok > 0 ? n_tok : 1) * sizeof(double));
+    int n_itl = 0;
+    for (int i = 0; i < n; i++) {
+        const Outcome *o = &out[i];
+        ttft[i] = 1e3 * (o->token_s[0] - reqs[i].arrival_s);
+        if (o->n_out > 1) tpot[n_tpot++] = 1e3 * (o->token_s[o->n_out - 1] - o->token_s[0]) / (o->n_out - 1);
+        for (int k = 1; k < o->n_out; k++) itl[n_itl++] = 1e3 * (o->token_s[k] - o->token_s[k - 1]);
+        m.waited += o->waited;
+        m.preempted += o->preempted > 0;
+    }
+    m.ttft_ms = summarise(ttft, n);
+    m.tpot_ms = summarise(tpot, n_tpot);
+    m.itl_ms = summarise(itl, n_itl);
+    m.req_s = st->duration_s > 0 ? n / st->duration_s : 0;
+    m.tok_s = st->duration_s > 0 ? n_tok / st->duration_s : 0;
+    m.waited /= n;
+    m.preempted /= n;
+    free(ttft), free(tpot), free(itl);
+    return m;
+}
+
+#define METRIC_COLUMNS                                                                                          \
+    "rate_req_s,request_throughput_req_s,output_throughput_tok_s,ttft_ms_mean,ttft_ms_median,ttft_ms_p99,"      \
+    "tpot_ms_mean,tpot_ms_median,tpot_ms_p99,itl_ms_mean,itl_ms_median,itl_ms_p99,kv_util,waited_frac,"          \
+    "preempted_frac,n_requests,n_steps"
+
+// The metric columns after the key columns already in `keys`.
+static void metrics_row(CsvWriter *w, const char *keys, const Metrics *m) {
+    csv_row(w, "%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%d", keys,
+            m->rate_req_s, m->req_s, m->tok_s, m->ttft_ms.mean, m->ttft_ms.median, m->ttft_ms.p99, m->tpot_ms.mean,
+            m->tpot_ms.median, m->tpot_ms.p99, m->itl_ms.mean, m->itl_ms.median, m->itl_ms.p99, m->kv_util, m->waited,
+            m->preempted, m->n, m->n_steps);
+}
+
+// ---- runs -------------------------------------------------------------------------------------
+
+// A workload and what serving it needs: outcome arrays, and each request's solo tokens.
+typedef struct {
+    Workload w;
+    Outcome *out;
+    int *tokens;   // (n, max_output)
+    double *times; // (n, max_output)
+    int *solo;     // (n, max_output) greedy tokens alone; NULL for a simulated workload
+    int max_output;
+} Bench;
+
+static void bench_open(Bench *b, const WorkloadSpec *spec, const Tokenizer *tok, const Corpus *c) {
+    Error err;
+    if (workload_make(&b->w, spec, tok, c->val, c->val_len, &err)) die("serving: %s", err.msg);
+    int n = b->w.n;
+    b->max_output = spec->max_output;
+    b->out = mallocCheck(n * sizeof(Outcome));
+    b->tokens = mallocCheck((size_t)n * spec->max_output * sizeof(int));
+    b->times = mallocCheck((size_t)n * spec->max_output * sizeof(double));
+    for (int i = 0; i < n; i++)
+        b->out[i] = (Outcome){b->tokens + (size_t)i * spec->max_output, b->times + (size_t)i * spec->max_output, 0, 0, 0};
+    b->solo = NULL;
+}
+
+static void bench_close(Bench *b) {
+    workload_free(&b->w);
+    free(b->out), free(b->tokens), free(b->times), free(b->solo);
+}
+
+// Each request alone on the engine: prefill, then greedy decoding.
+static void solo_tokens(Bench *b, Engine *e) {
+    int V = e->config.vocab_size;
+    b->solo = mallocCheck((size_t)b->w.n * b->max_output * sizeof(int));
+    for (int i = 0; i < b->w.n; i++) {
+        const Request *r = &b->w.reqs[i];
+        int *want = b->solo + (size_t)i * b->max_output;
+        Session s;
+        Error err;
+        session_open(&s, e, r->prompt_len + r->output_len);
+        if (session_prefill(&s, r->prompt, r->prompt_len, NULL, &err)) die("serving: request %d alone: %s", i, err.msg);
+        for (int k = 0; k < r->output_len; k++) {
+            want[k] = sampler_argmax(s.logits, V);
+            if (k + 1 < r->output_len && session_decode(&s, want[k], &err)) die("serving: request %d: %s", i, err.msg);
+        }
+        session_close(&s);
+    }
+}
+
+static const char *config_name(const ServeConfig *c) {
+    static char buf[64];
+    snprintf(buf, sizeof buf, "%s/%s%s", POLICY_NAMES[c->policy], CACHE_NAMES[c->cache],
+             c->prefix_sharing ? "/shared" : "");
+    return buf;
+}
+
+// Serve the bench at `rate` (0: every request at once); a real run checks every request's
+// tokens against its solo run.
+static Metrics serve(Bench *b, const ServeConfig *cfg, Engine *e, const StepCost *cost, double rate, ServeStats *st) {
+    Error err;
+    if (rate > 0) workload_arrivals(b->w.reqs, b->w.n, rate, BURSTINESS, seed + 1);
+    else
+        for (int i = 0; i < b->w.n; i++) b->w.reqs[i].arrival_s = 0.0;
+    if (serve_run(cfg, e, cost, b->w.reqs, b->w.n, b->out, st, &err)) die("serving: %s", err.msg);
+    for (int i = 0; e && i < b->w.n; i++)
+        for (int k = 0; k < b->w.reqs[i].output_len; k++)
+            if (b->out[i].tokens[k] != b->solo[(size_t)i * b->max_output + k])
+                die("serving: %s: request %d's token %d differs from running it alone", config_name(cfg), i, k);
+    return metrics_of(b->w.reqs, b->out, b->w.n, st, rate);
+}
+
+// The (policy, cache, sharing) grid: every policy over both caches, sharing on the paged one.
+typedef struct {
+    Policy policy;
+    CacheKind cache;
+    int sharing;
+} Grid;
+static const Grid GRID[] = {{POLICY_STATIC, CACHE_RESERVE, 0},     {POLICY_STATIC, CACHE_PAGED, 0},
+                            {POLICY_STATIC, CACHE_PAGED, 1},       {POLICY_CONTINUOUS, CACHE_RESERVE, 0},
+                            {POLICY_CONTINUOUS, CACHE_PAGED, 0},   {POLICY_CONTINUOUS, CACHE_PAGED, 1},
+                            {POLICY_CHUNKED, CACHE_RESERVE, 0},    {POLICY_CHUNKED, CACHE_PAGED, 0},
+                            {POLICY_CHUNKED, CACHE_PAGED, 1}};
+enum { N_GRID = sizeof GRID / sizeof GRID[0] };
+
+static ServeConfig grid_config(ServeConfig base, Grid g) {
+    base.policy = g.policy;
+    base.cache = g.cache;
+    base.prefix_sharing = g.sharing;
+    return base;
+}
+
+// The capacity of a server: requests per second of continuous batching over the paged
+// cache when every request arrives at once.
+static double capacity_req_s(Bench *b, ServeConfig base, Engine *e, const StepCost *cost) {
+    ServeStats st;
+    ServeConfig cfg = grid_config(base, (Grid){POLICY_CONTINUOUS, CACHE_PAGED, 0});
+    return serve(b, &cfg, e, cost, 0, &st).req_s;
+}
+
+// The rate sweep of one server (real or simulated) into rows prefixed by `lead` ("" or "H100 SXM,").
+static void rate_sweep(CsvWriter *w, const char *lead, Bench *b, ServeConfig base, Engine *e, const StepCost *cost,
+                       const Sizes *sz, double capacity, const char *what) {
+    ServeStats st;
+    for (int g = 0; g < N_GRID; g++)
+        for (int l = 0; l < sz->n_loads; l++) {
+            ServeConfig cfg = grid_config(base, GRID[g]);
+            progress("serving: %s %s at %.2f of capacity", what, config_name(&cfg), sz->loads[l]);
+            Metrics m = serve(b, &cfg, e, cost, sz->loads[l] * capacity, &st);
+            char keys[160];
+            snprintf(keys, sizeof keys, "%s%s,%s,%s,%.6g", lead, POLICY_NAMES[GRID[g].policy],
+                     CACHE_NAMES[GRID[g].cache], GRID[g].sharing ? "on" : "off", sz->loads[l]);
+            metrics_row(w, keys, &m);
+        }
+}
+
+// ---- the simulated H100 / H200 ----------------------------------------------------------------
+
+typedef struct {
+    const ModelShape *m;
+    const HardwareSpec *hw;
+    Precision p;
+    double efficiency, overhead_s; // fitted
+} Sim;
+
+// The roofline time of a forward of `rows` rows that read `keys` cached positions in all.
+static double roofline_s(const Sim *s, int rows, double keys) {
+    double flops = budget_decode_flops(s->m, rows, 0) + budget_attention_flops_per_pair(s->m, 1) * keys;
+    double bytes = budget_decode_bytes(s->m, s->p, rows, 0) + budget_kv_bytes_per_token(s->m, s->p.act) * keys;
+    return budget_roofline(s->hw, s->p, flops, bytes).time_s;
+}
+
+static double sim_forward_s(const void *ctx, int rows, double keys) {
+    const Sim *s = ctx;
+    return s->overhead_s + roofline_s(s, rows, keys) / s->efficiency;
+}
+
+// time = overhead + roofline / efficiency through the lecture's two H100 points.
+static void calibrate(Sim *h100, int context) {
+    double r1 = roofline_s(h100, 1, context), r64 = roofline_s(h100, 64, 64.0 * context);
+    h100->efficiency = (r64 - r1) / (1e-3 * (LECTURE_B64_MS - LECTURE_B1_MS));
+    h100->overhead_s = 1e-3 * LECTURE_B1_MS - r1 / h100->efficiency;
+    if (!(h100->efficiency > 0 && h100->efficiency <= 1 && h100->overhead_s >= 0))
+        die("serving: at --calibration-context %d the lecture's H100 figures need a bandwidth efficiency of %.3g and "
+            "an overhead of %.3g ms per step: choose a context where both are physical",
+            context, h100->efficiency, 1e3 * h100->overhead_s);
+}
+
+static const ModelShape *find_shape(const ModelShape *m, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(m[i].name, name) == 0) return &m[i];
+    die("serving: templates/model_presets.csv has no %s", name);
+}
+
+static const HardwareSpec *find_hw(const HardwareSpec *h, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(h[i].name, name) == 0) return &h[i];
+    die("serving: templates/hardware.csv has no %s", name);
+}
+
+enum { TABLE_BATCH, TABLE_PREFIX, TABLE_CALIBRATION, TABLE_SIM_STEPS, TABLE_SIM, TABLE_SWEEP };
+
+static void simulate(LabRun *r, const Sizes *sz, const Tokenizer *tok, const Corpus *corpus) {
+    Error err;
+    ModelShape *models;
+    HardwareSpec *hws;
+    int n_models, n_hws;
+    if (budget_load_models("templates/model_presets.csv", &models, &n_models, &err)) die("%s", err.msg);
+    if (budget_load_hardware("templates/hardware.csv", &hws, &n_hws, &err)) die("%s", err.msg);
+    const ModelShape *m = find_shape(models, n_models, "Llama-2-13B");
+    Precision bf16 = {NUM_BF16, NUM_BF16};
+    Sim sims[2] = {{m, find_hw(hws, n_hws, "H100 SXM"), bf16, 0, 0}, {m, find_hw(hws, n_hws, "H200"), bf16, 0, 0}};
+    calibrate(&sims[0], (int)calibration_context);
+    sims[1].efficiency = sims[0].efficiency; // the same software on the next memory system
+    sims[1].overhead_s = sims[0].overhead_s;
+    int C = (int)calibration_context;
+
+    CsvWriter w = lab_csv(r, TABLE_CALIBRATION);
+    int cal_batch[2] = {1, 64};
+    double cal_ms[2] = {LECTURE_B1_MS, LECTURE_B64_MS};
+    for (int k = 0; k < 2; k++) {
+        double t = sim_forward_s(&sims[0], cal_batch[k], (double)cal_batch[k] * C);
+        csv_row(&w, "%s,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g", sims[0].hw->name, cal_batch[k], C, 1e3 * t,
+                cal_batch[k] / t, cal_ms[k], cal_batch[k] / (1e-3 * cal_ms[k]),
+                1e3 * roofline_s(&sims[0], cal_batch[k], (double)cal_batch[k] * C), sims[0].efficiency,
+                1e3 * sims[0].overhead_s);
+    }
+    csv_close(&w);
+
+    w = lab_csv(r, TABLE_SIM_STEPS);
+    static const int batches[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+    for (int h = 0; h < 2; h++)
+        for (size_t k = 0; k < sizeof batches / sizeof batches[0]; k++) {
+            double t = sim_forward_s(&sims[h], batches[k], (double)batches[k] * C);
+            csv_row(&w, "%s,%d,%d,%.6g,%.6g", sims[h].hw->name, batches[k], C, 1e3 * t, batches[k] / t);
+        }
+    csv_close(&w);
+
+    WorkloadSpec spec = {sz->sim_requests, sz->prefix_len + sz->passage_len, 1, sz->max_output, sz->prefix_len,
+                         SHARED_FRACTION, seed};
+    Bench b;
+    bench_open(&b, &spec, tok, corpus);
+    w = lab_csv(r, TABLE_SIM);
+    for (int h = 0; h < 2; h++) {
+        StepCost cost = {sim_forward_s, &sims[h]};
+        int kv_tokens = (int)budget_kv_tokens_fit(m, sims[h].hw, bf16);
+        ServeConfig base = {POLICY_CONTINUOUS, CACHE_PAGED, 0, SIM_MAX_BATCH, SIM_BUDGET, BLOCK_SIZE, kv_tokens,
+                            m->max_context};
+        char lead[80];
+        snprintf(lead, sizeof lead, "%s,", sims[h].hw->name);
+        rate_sweep(&w, lead, &b, base, NULL, &cost, sz, capacity_req_s(&b, base, NULL, &cost), sims[h].hw->name);
+    }
+    csv_close(&w);
+    bench_close(&b);
+    lab_meta(r, "serving_sim_efficiency", "%.6g", sims[0].efficiency);
+    lab_meta(r, "serving_sim_overhead_ms", "%.6g", 1e3 * sims[0].overhead_s);
+    free(models);
+    free(hws);
+}
+
+// ---- the measured runs ------------------------------------------------------------------------
+
+static int run(LabRun *r) {
+    const Sizes *sz = r->quick ? &QUICK : &FULL;
+    Error err;
+    Model model;
+    Tokenizer tok;
+    Corpus corpus;
+    if (checkpoint_load(model_path, tokenizer_path, &model, &tok, &err)) die("%s", err.msg);
+    if (tok.vocab_size != model.config.vocab_size)
+        die("serving: %s: the tokenizer has %d tokens but the model %d", model_path, tok.vocab_size,
+            model.config.vocab_size);
+    const char *corpus_file = corpus_path ? corpus_path : getenv("CORPUS");
+    if (corpus_load(&corpus, corpus_file && *corpus_file ? corpus_file : NULL, &err)) die("%s", err.msg);
+    const Config *c = &model.config;
+    int max_prefix = sz->prefixes[sz->n_prefixes - 1] > sz->prefix_len ? sz->prefixes[sz->n_prefixes - 1] : sz->prefix_len;
+    if (max_prefix + sz->passage_len + sz->max_output > c->seq_len)
+        die("serving: %s: prompts of up to %d tokens and %d generated exceed its context of %d", model_path,
+            max_prefix + sz->passage_len, sz->max_output, c->seq_len);
+    if (c->kv_lora_rank) die("serving: %s is an MLA model, whose latent cache is not paged", model_path);
+    Engine e;
+    engine_open(&e, &model, ops_cpu(), DTYPE_F32, SERVE_MAX_ROWS, c->seq_len);
+    // reserve: the model's whole context per request; the same memory makes the paged pool
+    ServeConfig base = {POLICY_CONTINUOUS, CACHE_PAGED, 0, MAX_BATCH, TOKEN_BUDGET, BLOCK_SIZE,
+                        KV_CONTEXTS * c->seq_len, c->seq_len};
+    WorkloadSpec spec = {sz->n_requests, sz->prefix_len + sz->passage_len, 1, sz->max_output, sz->prefix_len,
+                         SHARED_FRACTION, seed};
+    Bench b;
+    bench_open(&b, &spec, &tok, &corpus);
+    solo_tokens(&b, &e);
+    ServeStats st;
+    double capacity = capacity_req_s(&b, base, &e, NULL);
+
+    // batch size against latency and throughput: every request at once, memory to spare
+    CsvWriter w = lab_csv(r, TABLE_BATCH);
+    for (int k = 0; k < sz->n_batches; k++) {
+        ServeConfig cfg = base;
+        cfg.max_batch = sz->batches[k];
+        cfg.kv_tokens = (sz->batches[k] + 1) * c->seq_len;
+        progress("serving: batch %d", sz->batches[k]);
+        Metrics m = serve(&b, &cfg, &e, NULL, 0, &st);
+        char keys[32];
+        snprintf(keys, sizeof keys, "%d", sz->batches[k]);
+        metrics_row(&w, keys, &m);
+    }
+    csv_close(&w);
+
+    // prefix sharing against the prefix length: every request shares it, memory to spare (so
+    // both runs admit alike), arriving at the capacity's rate
+    w = lab_csv(r, TABLE_PREFIX);
+    for (int k = 0; k < sz->n_prefixes; k++) {
+        WorkloadSpec ps = spec;
+        ps.prefix_len = sz->prefixes[k];
+        ps.max_prompt = sz->prefixes[k] + sz->passage_len;
+        ps.shared_fraction = 1.0;
+        Bench pb;
+        bench_open(&pb, &ps, &tok, &corpus);
+        solo_tokens(&pb, &e);
+        double held[2], peak[2], positions = 0, shared = 0;
+        for (int i = 0; i < pb.w.n; i++) {
+            const Request *q = &pb.w.reqs[i];
+            positions += ((q->prompt_len + q->output_len + BLOCK_SIZE - 1) / BLOCK_SIZE) * BLOCK_SIZE;
+            shared += (q->prefix_len / BLOCK_SIZE) * BLOCK_SIZE;
+        }
+        for (int on = 0; on <= 1; on++) {
+            ServeConfig cfg = base;
+            cfg.prefix_sharing = on;
+            cfg.kv_tokens = (MAX_BATCH + 1) * c->seq_len;
+            progress("serving: prefix %d, sharing %s", sz->prefixes[k], on ? "on" : "off");
+            serve(&pb, &cfg, &e, NULL, capacity, &st);
+            held[on] = st.kv_rows_mean;
+            peak[on] = st.kv_rows_peak;
+        }
+        for (int on = 0; on <= 1; on++)
+            csv_row(&w, "%d,%s,%.6g,%.6g,%.6g,%.6g", sz->prefixes[k], on ? "on" : "off", held[on], peak[on],
+                    on ? 1.0 - held[1] / held[0] : 0.0, on ? shared / positions : 0.0);
+        bench_close(&pb);
+    }
+    csv_close(&w);
+
+    simulate(r, sz, &tok, &corpus);
+
+    w = lab_csv(r, TABLE_SWEEP);
+    rate_sweep(&w, "", &b, base, &e, NULL, sz, capacity, "measured");
+    csv_close(&w);
+
+    lab_meta(r, "serving_model", "%s", model_path);
+    lab_meta(r, "serving_capacity_req_s", "%.6g", capacity);
+    lab_meta(r, "serving_weight_bytes", "%zu", engine_weight_bytes(&e));
+    lab_meta(r, "serving_kv_positions", "%d", base.kv_tokens);
+    lab_meta(r, "serving_reserve_len", "%d", base.reserve_len);
+    bench_close(&b);
+    engine_close(&e);
+    corpus_free(&corpus);
+    tokenizer_free(&tok);
+    model_free(&model);
+    return 0;
+}
+
+static const LabOption OPTIONS[] = {
+    LAB_CHECKPOINT_OPTIONS(model_path, tokenizer_path),
+    {.name = "corpus", .kind = LAB_TEXT, .value = &corpus_path, .arg = "FILE",
+     .help = "text whose validation part gives the prompts (default: $CORPUS, else the KJV)"},
+    {.name = "seed", .kind = LAB_U64, .value = &seed, .arg = "S", .help = "workload and arrivals", .def = "17"},
+    {.name = "calibration-context", .kind = LAB_INT, .value = &calibration_context, .arg = "N",
+     .help = "positions per sequence at which the simulated H100 meets the lecture's batch-1 and batch-64 step "
+             "times",
+     .def = "384", .min = 1, .max = 4096},
+    {0}};
+
+static const LabTable TABLES[] = {
+    {"serving_batch", "max_batch," METRIC_COLUMNS, "batch size against throughput and latency", LAB_CPU},
+    {"serving_prefix",
+     "prefix_len,prefix_sharing,kv_positions_held_mean,kv_positions_held_peak,saving_frac,saving_frac_estimate",
+     "KV memory held with and without prefix sharing", LAB_CPU},
+    {"serving_calibration",
+     "hardware,batch,context,step_ms,tok_s,lecture_step_ms,lecture_tok_s,roofline_ms,bandwidth_efficiency,"
+     "overhead_ms",
+     "the simulated H100 at the lecture's two points (simulated)", LAB_CPU},
+    {"serving_sim_steps", "hardware,batch,context,step_ms,tok_s", "simulated decode steps by batch (simulated)", LAB_CPU},
+    {"serving_sim", "hardware,policy,cache,prefix_sharing,load_frac," METRIC_COLUMNS,
+     "the rate sweep on Llama-2-13B, H100 and H200 (simulated)", LAB_CPU},
+    {"serving_sweep", "policy,cache,prefix_sharing,load_frac," METRIC_COLUMNS, "the rate sweep on this machine", LAB_CPU},
+    {0}};
+
+int main(int argc, char **argv) {
+    static const Experiment e = {"serving", "--model FILE [options]",
+                                 "Serve requests arriving over time: static, continuous and chunked-prefill "
+                                 "batching over a reserved or a paged KV cache, with prefix sharing; measured "
+                                 "here, simulated for Llama-2-13B on an H100 and an H200.",
+                                 OPTIONS, TABLES, LAB_COMMON, NULL, run};
+    return lab_main(&e, argc, argv);
+}

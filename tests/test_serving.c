@@ -1,0 +1,227 @@
+// test_serving.c: the serving experiment's scheduler (experiments/serving/scheduler.h) and
+// workload (workload.h), on a small random model.
+//  - every request of a run gets exactly the greedy tokens that running it alone gives, under
+//    every policy (static, continuous, chunked prefill), both caches (reserve, paged) and
+//    prefix sharing off and on, including runs with a KV pool small enough that requests are
+//    preempted and recomputed (the test checks that preemptions happened);
+//  - the mechanism behind it: a forward of up to SERVE_MAX_ROWS rows that mixes a prefill
+//    chunk of one sequence with decode rows of others gives each row bit for bit the logits
+//    of that sequence's rows run alone;
+//  - a simulated run (constant step cost) serves every request, frees every block, and gives
+//    the times a hand count predicts for a lone request;
+//  - the gamma arrival process has the requested mean rate (5% over 20000 gaps) and its gaps
+//    the squared coefficient of variation 1 / burstiness (10%).
+// Run: make build/tests/test_serving && ./build/tests/test_serving
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_reference.h"
+#include "rng.h"
+#include "scheduler.h"
+#include "workload.h"
+
+enum { N_REQ = 14, PREFIX = 11, MAX_PROMPT = 30, MAX_OUT = 12 };
+
+typedef struct {
+    Request reqs[N_REQ];
+    int prompts[N_REQ][MAX_PROMPT];
+    int solo[N_REQ][MAX_OUT];
+} Requests;
+
+// Random prompts (some after a shared prefix), output lengths and arrivals about two steps apart.
+static void make_requests(Requests *q, int vocab, uint64_t seed) {
+    uint64_t rng = rng_seed(seed);
+    int prefix[PREFIX];
+    random_tokens(prefix, PREFIX, vocab, seed + 1);
+    double t = 0;
+    for (int i = 0; i < N_REQ; i++) {
+        int shared = rng_u64(&rng) % 2, n = (shared ? PREFIX : 0) + 1 + (int)(rng_u64(&rng) % 19);
+        random_tokens(q->prompts[i], n, vocab, seed + 10 + i);
+        if (shared) memcpy(q->prompts[i], prefix, sizeof prefix);
+        t += 0.002 * rng_uniform(&rng);
+        q->reqs[i] = (Request){t, n, 1 + (int)(rng_u64(&rng) % MAX_OUT), shared ? PREFIX : 0, q->prompts[i]};
+    }
+}
+
+// Each request alone: prefill its prompt, then greedy decoding.
+static void solo_tokens(Engine *e, Requests *q) {
+    for (int i = 0; i < N_REQ; i++) {
+        Session s;
+        Error err;
+        session_open(&s, e, q->reqs[i].prompt_len + q->reqs[i].output_len);
+        if (session_prefill(&s, q->reqs[i].prompt, q->reqs[i].prompt_len, NULL, &err)) fail_msg("%s", err.msg);
+        for (int k = 0; k < q->reqs[i].output_len; k++) {
+            q->solo[i][k] = sampler_argmax(s.logits, e->config.vocab_size);
+            if (k + 1 < q->reqs[i].output_len && session_decode(&s, q->solo[i][k], &err)) fail_msg("%s", err.msg);
+        }
+        session_close(&s);
+    }
+}
+
+static int serve_and_compare(Engine *e, const Requests *q, ServeConfig cfg) {
+    Outcome out[N_REQ];
+    int tokens[N_REQ][MAX_OUT];
+    double times[N_REQ][MAX_OUT];
+    for (int i = 0; i < N_REQ; i++) out[i] = (Outcome){tokens[i], times[i], 0, 0, 0};
+    ServeStats st;
+    Error err;
+    if (serve_run(&cfg, e, NULL, q->reqs, N_REQ, out, &st, &err)) fail_msg("%s", err.msg);
+    for (int i = 0; i < N_REQ; i++) {
+        assert_int_equal(out[i].n_out, q->reqs[i].output_len);
+        for (int k = 0; k < q->reqs[i].output_len; k++)
+            if (tokens[i][k] != q->solo[i][k])
+                fail_msg("%s / %s / sharing %d, KV %d: request %d token %d is %d, alone %d", POLICY_NAMES[cfg.policy],
+                         CACHE_NAMES[cfg.cache], cfg.prefix_sharing, cfg.kv_tokens, i, k, tokens[i][k], q->solo[i][k]);
+        for (int k = 1; k < out[i].n_out; k++) assert_true(times[i][k] > times[i][k - 1]);
+        assert_true(times[i][0] > q->reqs[i].arrival_s);
+    }
+    assert_true(st.kv_util > 0 && st.kv_util <= 1);
+    return st.n_preemptions;
+}
+
+static void test_every_policy_gives_solo_tokens(void **state) {
+    (void)state;
+    Config c = small_config(4, 2, 0, 0);
+    Model m;
+    random_model(&m, &c, 3, 0.5f);
+    Engine e;
+    engine_open(&e, &m, ops_cpu(), DTYPE_F32, SERVE_MAX_ROWS, c.seq_len);
+    Requests q;
+    make_requests(&q, c.vocab_size, 4);
+    solo_tokens(&e, &q);
+    int seen[67] = {0}, distinct = 0; // a model that always says the same token would prove nothing
+    for (int i = 0; i < N_REQ; i++)
+        for (int k = 0; k < q.reqs[i].output_len; k++) distinct += !seen[q.solo[i][k]]++;
+    assert_true(distinct >= 10);
+    int preemptions = 0;
+    for (int p = 0; p < POLICY_COUNT; p++)
+        for (int k = 0; k < CACHE_COUNT; k++)
+            for (int sharing = 0; sharing <= (k == CACHE_PAGED); sharing++) {
+                // roomy KV and forwards of 16 rows, then (paged) a pool of 8 blocks of 4 (preemptions)
+                // and forwards of 5 rows
+                for (int tight = 0; tight <= 1; tight++) {
+                    ServeConfig cfg = {p, k, sharing, 6, tight ? 5 : SERVE_MAX_ROWS, 4, tight ? 32 : 4 * 48, 48};
+                    if (tight && k == CACHE_RESERVE) cfg.kv_tokens = 48; // one request at a time
+                    preemptions += serve_and_compare(&e, &q, cfg);
+                }
+            }
+    assert_true(preemptions > 0);
+    engine_close(&e);
+    model_free(&m);
+}
+
+// Sequence 0 has 5 cached positions and feeds a chunk of `chunk` rows; sequences 1 .. n_dec
+// feed one decode row each after 3 + i cached positions: first all in one forward, then each
+// sequence's rows alone.
+static void test_mixed_forward_is_rowwise_exact(void **state) {
+    (void)state;
+    Config c = small_config(4, 2, 0, 0);
+    Model m;
+    random_model(&m, &c, 8, 0.5f);
+    Engine e;
+    engine_open(&e, &m, ops_cpu(), DTYPE_F32, SERVE_MAX_ROWS, c.seq_len);
+    int V = c.vocab_size, shapes[][2] = {{9, 2}, {1, 15}, {12, 4}};
+    for (int k = 0; k < 3; k++) {
+        int chunk = shapes[k][0], n_dec = shapes[k][1], R = chunk + n_dec, S = n_dec + 1;
+        assert_true(R <= SERVE_MAX_ROWS);
+        Session ss[2][16];
+        int hist[16][40];
+        for (int q = 0; q < S; q++) random_tokens(hist[q], 40, V, 100 * k + q);
+        float *together = mallocCheck((size_t)R * V * sizeof(float)), *alone = mallocCheck((size_t)R * V * sizeof(float));
+        for (int run = 0; run < 2; run++) {
+            Error err;
+            KVCache *caches[SERVE_MAX_ROWS];
+            int tokens[SERVE_MAX_ROWS], pos[SERVE_MAX_ROWS];
+            for (int q = 0; q < S; q++) {
+                int cached = q == 0 ? 5 : 3 + q;
+                session_open(&ss[run][q], &e, c.seq_len);
+                if (session_prefill(&ss[run][q], hist[q], cached, NULL, &err)) fail_msg("%s", err.msg);
+            }
+            for (int r = 0; r < R; r++) {
+                int q = r < chunk ? 0 : r - chunk + 1;
+                caches[r] = &ss[run][q].cache;
+                pos[r] = q == 0 ? 5 + r : 3 + q;
+                tokens[r] = hist[q][pos[r]];
+            }
+            if (run == 0) {
+                engine_forward(&e, caches, tokens, pos, R, together, 1);
+            } else {
+                engine_forward(&e, caches, tokens, pos, chunk, alone, 1);
+                for (int r = chunk; r < R; r++) engine_forward(&e, caches + r, tokens + r, pos + r, 1, alone + (size_t)r * V, 1);
+            }
+            for (int q = 0; q < S; q++) session_close(&ss[run][q]);
+        }
+        assert_memory_equal(together, alone, (size_t)R * V * sizeof(float));
+        free(together);
+        free(alone);
+    }
+    engine_close(&e);
+    model_free(&m);
+}
+
+// One forward costs 1 s whatever its rows: a lone request of prompt P and output G under
+// chunked prefill with budget B takes ceil(P / B) forwards to its first token, then one per token.
+static double one_second(const void *ctx, int rows, double keys) {
+    (void)ctx, (void)rows, (void)keys;
+    return 1.0;
+}
+
+static void test_simulated_run(void **state) {
+    (void)state;
+    Request r[3] = {{0.0, 23, 5, 0, NULL}, {100.0, 40, 30, 0, NULL}, {100.5, 9, 2, 0, NULL}};
+    int tokens[3][30];
+    double times[3][30];
+    Outcome out[3];
+    for (int i = 0; i < 3; i++) out[i] = (Outcome){tokens[i], times[i], 0, 0, 0};
+    StepCost cost = {one_second, NULL};
+    ServeStats st;
+    Error err;
+    for (int k = 0; k < CACHE_COUNT; k++) {
+        ServeConfig cfg = {POLICY_CHUNKED, k, 0, 4, 8, 16, 1024, 128};
+        if (serve_run(&cfg, NULL, &cost, r, 3, out, &st, &err)) fail_msg("%s", err.msg);
+        assert_true(times[0][0] == 3.0); // ceil(23 / 8) forwards
+        assert_true(times[0][4] == 7.0);
+        assert_true(times[1][0] == 105.0); // idle until 100, then 5 chunks of 8
+        for (int i = 0; i < 3; i++) assert_int_equal(out[i].n_out, r[i].output_len);
+        assert_int_equal(st.n_preemptions, 0);
+    }
+    // a malformed configuration is an error, not a crash
+    ServeConfig bad = {POLICY_CHUNKED, CACHE_RESERVE, 1, 4, 8, 16, 1024, 128};
+    assert_int_equal(serve_run(&bad, NULL, &cost, r, 3, out, &st, &err), -1);
+    ServeConfig small = {POLICY_CHUNKED, CACHE_PAGED, 0, 4, 8, 16, 32, 128};
+    assert_int_equal(serve_run(&small, NULL, &cost, r, 3, out, &st, &err), -1); // 70 positions in 2 blocks
+}
+
+static void test_gamma_arrivals(void **state) {
+    (void)state;
+    enum { N = 20001 };
+    Request *r = calloc(N, sizeof(Request));
+    double bursts[] = {0.5, 1.0, 4.0};
+    for (int b = 0; b < 3; b++) {
+        workload_arrivals(r, N, 8.0, bursts[b], 5);
+        double sum = 0, sq = 0;
+        for (int i = 1; i < N; i++) {
+            double g = r[i].arrival_s - r[i - 1].arrival_s;
+            sum += g;
+            sq += g * g;
+        }
+        double mean = sum / (N - 1), var = sq / (N - 1) - mean * mean;
+        assert_true(fabs(mean * 8.0 - 1.0) < 0.05);
+        assert_true(fabs(var / (mean * mean) * bursts[b] - 1.0) < 0.1);
+    }
+    free(r);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_policy_gives_solo_tokens),
+        cmocka_unit_test(test_mixed_forward_is_rowwise_exact),
+        cmocka_unit_test(test_simulated_run),
+        cmocka_unit_test(test_gamma_arrivals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
