@@ -802,7 +802,7 @@ static void config_to_gguf(GGUFWriter *w, const Config *c) {
     gguf_set_u32(w, "llama.rope.scaling.original_context_length", (uint32_t)c->rope.orig_ctx);
     gguf_set_f32(w, "llama.rope.scaling.yarn_beta_fast", c->rope.beta_fast);
     gguf_set_f32(w, "llama.rope.scaling.yarn_beta_slow", c->rope.beta_slow);
-    gguf_set_u32(w, "inferlab.attention.sliding_window", (uint32_t)c->window);
+    gguf_set_u32(w, "llama.attention.sliding_window", (uint32_t)c->window);
     gguf_set_u32(w, "inferlab.attention.n_sink", (uint32_t)c->n_sink);
     if (c->kv_share > 1) gguf_set_u32(w, "inferlab.attention.kv_share", (uint32_t)c->kv_share); // CLA: llama.cpp has no key
     gguf_set_bool(w, "inferlab.tied_embeddings", c->tied_embeddings);
@@ -999,7 +999,7 @@ static int config_from_gguf(const GGUFFile *g, Config *c, Error *err) {
         opt_int(g, "inferlab.attention.kv_share", 1, &c->kv_share, err) ||
         opt_int(g, "llama.vocab_size", 1, &c->vocab_size, err) ||
         opt_int(g, "llama.rope.scaling.original_context_length", 0, &c->rope.orig_ctx, err) ||
-        opt_int(g, "inferlab.attention.sliding_window", 0, &c->window, err) ||
+        opt_int(g, "llama.attention.sliding_window", 0, &c->window, err) ||
         opt_int(g, "inferlab.attention.n_sink", 0, &c->n_sink, err) ||
         opt_float(g, "llama.attention.layer_norm_rms_epsilon", &c->norm_eps, err) ||
         opt_float(g, "llama.rope.freq_base", &c->rope.theta, err) ||

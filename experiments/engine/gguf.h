@@ -24,7 +24,8 @@
 //   llama.rope.freq_base            rope.theta       llama.rope.scaling.type  none|linear|yarn
 //   llama.rope.scaling.factor       rope.factor      llama.rope.scaling.original_context_length
 //   llama.rope.scaling.yarn_beta_fast / yarn_beta_slow  rope.beta_fast / beta_slow
-//   inferlab.attention.sliding_window  window        inferlab.attention.n_sink  n_sink
+//   llama.attention.sliding_window  window (llama.cpp's key; it does not apply it to "llama")
+//   inferlab.attention.n_sink  n_sink
 //   inferlab.tied_embeddings (bool)
 // (NTK-aware scaling is written as llama.cpp runs it: type none, freq_base the NTK base; a
 // file of type "ntk" is still read.)
