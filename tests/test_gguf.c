@@ -10,6 +10,11 @@
 //  - llama2.c import: the legacy file gives the same logits as run.c's forward (written here,
 //    reading the file's floats with run.c's pointer layout); version 1 (written here from
 //    export.py's order) imports the same weights; shared and separate classifiers;
+//  - the reference reader and writer (PyPI's gguf, llama.cpp's gguf-py, via tests/gguf_peer.py;
+//    skipped, saying so, without it): for every kind of file the lab writes (our gpt2 BPE and a
+//    llama2.c vocabulary, F32 / F16 / Q8_0 / Q4_0, MLA, CLA, tied or not) it lists the same
+//    keys, values bit for bit, tensor types and shapes as our reader; and the file it writes
+//    from ours loads to the same config, weights and tokenizer;
 //  - bad input: truncation at many offsets, wrong magic / version, absurd counts, lengths,
 //    dims and offsets, unsupported types, duplicates, config keys that contradict the tensors,
 //    bad tokenizers, bad llama2.c headers: each returns an Error naming the file.
@@ -30,6 +35,7 @@
 #include "gguf.h"
 #include "llama2c.h"
 #include "model.h"
+#include "quantized.h"
 #include "session.h"
 #include "test_util.h"
 #include "tokenizer.h"
@@ -1052,20 +1058,20 @@ static void test_model_gguf_contradictions(void **state) {
     expect_patch_error(buf, n, scaling, "nope", 4, 1, "unknown llama.rope.scaling.type 'nope'");
     expect_patch_error(buf, n, scaling, "no\0e", 4, 1, "unknown llama.rope.scaling.type");
     size_t model = value_offset(buf, n, "tokenizer.ggml.model") + 8;
-    expect_patch_error(buf, n, model, "inferlab-xpe", 12, 1,
-                       "tokenizer model 'inferlab-xpe' is not supported");
+    expect_patch_error(buf, n, model, "gpt3", 4, 1, "tokenizer model 'gpt3' is not supported");
+    size_t pre = value_offset(buf, n, "tokenizer.ggml.pre") + 8;
+    expect_patch_error(buf, n, pre, "starcodex", 9, 1, "pre-tokenizer 'starcodex' is not supported");
     // the type of a key
     size_t eps = value_offset(buf, n, "llama.attention.layer_norm_rms_epsilon");
     uint32_t type_u32 = GGUF_TYPE_UINT32;
     expect_patch_error(buf, n, eps - 4, &type_u32, 4, 1, "is uint32, expected a float");
     float nan = NAN;
     expect_patch_error(buf, n, eps, &nan, 4, 1, "not a finite float");
-    // the tokenizer: a merge of a token that does not exist yet, a stored piece that differs
-    int32_t future = 100000;
-    expect_patch_error(buf, n, value_offset(buf, n, "inferlab.tokenizer.merges") + 12, &future, 4, 1,
-                       "tokenizer:");
+    // the tokenizer: a merge outside GPT-2's alphabet, a stored piece that differs
+    expect_patch_error(buf, n, value_offset(buf, n, "tokenizer.ggml.merges") + 20, "\x01", 1, 1,
+                       "gpt2 merge 0");
     expect_patch_error(buf, n, value_offset(buf, n, "tokenizer.ggml.tokens") + 20, "Z", 1, 1,
-                       "token 0 differs");
+                       "gpt2 token 0 is not spelled in GPT-2's alphabet");
     // a tensor's own shape changed in its info
     Buf name = {0};
     put_str(&name, "blk.1.ffn_up.weight");
@@ -1212,6 +1218,217 @@ static void test_llama2c_rejects_bad_files(void **state) {
     assert_error(llama2c_load_model(tmp_dir, &m, &err), &err, tmp_dir, "not a regular file");
 }
 
+// --- the reference reader and writer (gguf-py) -------------------------------------------
+
+// What tests/gguf_peer.py's dump prints, from our reader: one line per key/value and tensor.
+static const char *value_type_name(GGUFType t) {
+    static const char *names[] = {"UINT8", "INT8",  "UINT16", "INT16",  "UINT32", "INT32",  "FLOAT32",
+                                  "BOOL",  "STRING", "ARRAY", "UINT64", "INT64", "FLOAT64"};
+    return names[t];
+}
+
+static void put_hex(Buf *b, const uint8_t *p, size_t n) {
+    char hex[3];
+    for (size_t i = 0; i < n; i++) snprintf(hex, sizeof hex, "%02x", p[i]), put(b, hex, 2);
+}
+
+static void put_text(Buf *b, const char *s) { put(b, s, strlen(s)); }
+
+// One value of type t at p, as dump shows it; returns its size in the file.
+static size_t put_value(Buf *b, GGUFType t, const uint8_t *p) {
+    static const size_t sizes[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+    char num[32];
+    if (t == GGUF_TYPE_STRING) {
+        uint64_t len;
+        memcpy(&len, p, 8);
+        put_hex(b, p + 8, len);
+        return 8 + len;
+    }
+    if (t == GGUF_TYPE_FLOAT32 || t == GGUF_TYPE_FLOAT64) {
+        put_hex(b, p, sizes[t]);
+        return sizes[t];
+    }
+    uint64_t u = 0;
+    memcpy(&u, p, sizes[t]);
+    int is_signed = t == GGUF_TYPE_INT8 || t == GGUF_TYPE_INT16 || t == GGUF_TYPE_INT32 || t == GGUF_TYPE_INT64;
+    int shift = 64 - 8 * (int)sizes[t];
+    if (is_signed) snprintf(num, sizeof num, "%lld", (long long)((int64_t)(u << shift) >> shift));
+    else snprintf(num, sizeof num, "%llu", (unsigned long long)u);
+    put_text(b, num);
+    return sizes[t];
+}
+
+static char *our_listing(const char *path) {
+    GGUFFile g;
+    Error err;
+    if (gguf_open(&g, path, &err)) fail_msg("%s", err.msg);
+    Buf b = {0};
+    char num[64];
+    for (size_t i = 0; i < g.n_kv; i++) {
+        const GGUFKV *kv = &g.kv[i];
+        put_text(&b, "kv ");
+        put_text(&b, kv->key);
+        put_text(&b, " ");
+        if (kv->type == GGUF_TYPE_ARRAY) {
+            snprintf(num, sizeof num, "ARRAY[%s] %llu", value_type_name(kv->elem_type), (unsigned long long)kv->n);
+            put_text(&b, num);
+        } else {
+            put_text(&b, value_type_name(kv->type));
+        }
+        const uint8_t *p = kv->data;
+        for (uint64_t k = 0; k < kv->n; k++) {
+            put_text(&b, " ");
+            p += put_value(&b, kv->elem_type, p);
+        }
+        put_text(&b, "\n");
+    }
+    for (size_t i = 0; i < g.n_tensors; i++) {
+        const GGUFTensor *t = &g.tensors[i];
+        const char *type = t->type == GGML_TYPE_F32 ? "F32" : t->type == GGML_TYPE_F16 ? "F16"
+                         : t->type == GGML_TYPE_Q8_0 ? "Q8_0" : t->type == GGML_TYPE_Q4_0 ? "Q4_0" : "?";
+        snprintf(num, sizeof num, "tensor %s %s ", t->name, type);
+        put_text(&b, num);
+        for (int d = 0; d < t->n_dims; d++) {
+            snprintf(num, sizeof num, "%s%llu", d ? "," : "", (unsigned long long)t->dims[d]);
+            put_text(&b, num);
+        }
+        put_text(&b, "\n");
+    }
+    gguf_close(&g);
+    put(&b, "", 1);
+    return (char *)b.p;
+}
+
+// Run tests/gguf_peer.py with args; its stdout (malloc'd), or NULL when it failed.
+static char *run_peer(const char *args) {
+    const char *root = getenv("INFERLAB_ROOT");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "python3 '%s/tests/gguf_peer.py' %s", root ? root : ".", args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return NULL;
+    Buf b = {0};
+    char chunk[65536];
+    for (size_t n; (n = fread(chunk, 1, sizeof chunk, p)) > 0;) put(&b, chunk, n);
+    put(&b, "", 1);
+    if (pclose(p) != 0) {
+        free(b.p);
+        return NULL;
+    }
+    return (char *)b.p;
+}
+
+static void skip_without_gguf_py(void) {
+    if (system("python3 -c 'import gguf' 2>/dev/null") != 0) {
+        print_message("SKIPPED: python3 has no gguf module (`make deps` installs it: pip install gguf)\n");
+        skip();
+    }
+}
+
+// Every kind of file the lab writes: our BPE (gpt2) and a llama2.c vocabulary; F32, F16,
+// Q8_0, Q4_0 weights; MLA and CLA; tied and untied.
+typedef struct {
+    const char *name;
+    int tokenizer; // 0 none, 1 BPE, 2 llama2.c
+    int mla, cla, tied;
+    GGMLType wtype;
+    DType quant; // DTYPE_F32: not quantised
+} FileKind;
+
+static const FileKind FILE_KINDS[] = {
+    {"f32-bpe", 1, 0, 0, 1, GGML_TYPE_F32, DTYPE_F32},  {"f16-bpe", 1, 0, 0, 0, GGML_TYPE_F16, DTYPE_F32},
+    {"q8_0-bpe", 1, 0, 0, 0, GGML_TYPE_F32, DTYPE_Q8_0}, {"q4_0-bpe", 1, 0, 0, 1, GGML_TYPE_F32, DTYPE_Q4_0},
+    {"mla-llama", 2, 1, 0, 0, GGML_TYPE_F32, DTYPE_F32}, {"cla-bpe", 1, 0, 1, 1, GGML_TYPE_F32, DTYPE_F32},
+    {"mla-cla-none", 0, 1, 1, 0, GGML_TYPE_F32, DTYPE_F32},
+};
+
+// Write kind k from a random model (m, tok filled; tok empty without a tokenizer).
+static const char *write_kind(const FileKind *k, Model *m, Tokenizer *tok) {
+    Config c = small_config(k->tied);
+    memset(tok, 0, sizeof *tok);
+    if (k->tokenizer == 1) bpe_tokenizer(tok, 300);
+    if (k->tokenizer == 2) llama2c_tokenizer(tok);
+    if (k->tokenizer) c.vocab_size = tok->vocab_size;
+    if (k->quant != DTYPE_F32) c.dim = 64, c.hidden_dim = 128, c.head_dim = 16; // whole 32-blocks
+    if (k->mla) c.n_kv_heads = c.n_heads, c.kv_lora_rank = 12, c.rope_dim = 4;
+    if (k->cla) c.n_layers = 3, c.kv_share = 2;
+    random_model(m, &c, 200);
+    if (k->quant != DTYPE_F32) {
+        m->quant = mallocCheck(sizeof *m->quant);
+        quant_weights_build(m->quant, m, k->quant);
+        quant_weights_dequantize_into(m->quant, m);
+    }
+    const char *path = tmp_path(k->name);
+    model_save_gguf(path, m, k->tokenizer ? tok : NULL, k->wtype);
+    return path;
+}
+
+// gguf-py sees every key, value (bit for bit), tensor type and shape as our reader does.
+static void test_reference_reader_sees_what_we_wrote(void **state) {
+    (void)state;
+    skip_without_gguf_py();
+    for (size_t i = 0; i < sizeof FILE_KINDS / sizeof *FILE_KINDS; i++) {
+        Model m;
+        Tokenizer tok;
+        const char *path = write_kind(&FILE_KINDS[i], &m, &tok);
+        char args[256];
+        snprintf(args, sizeof args, "dump '%s'", path);
+        char *want = our_listing(path), *got = run_peer(args);
+        if (!got) fail_msg("%s: tests/gguf_peer.py dump failed", FILE_KINDS[i].name);
+        assert_string_equal(got, want);
+        if (FILE_KINDS[i].quant != DTYPE_F32)
+            assert_non_null(strstr(got, FILE_KINDS[i].quant == DTYPE_Q8_0 ? " Q8_0 64,64\n" : " Q4_0 64,64\n"));
+        if (FILE_KINDS[i].tokenizer == 1) // "gpt2" spelled as hex
+            assert_non_null(strstr(got, "kv tokenizer.ggml.model STRING 67707432\n"));
+        free(want);
+        free(got);
+        model_free(&m);
+        tokenizer_free(&tok);
+    }
+}
+
+// A file gguf-py writes (every key/value and tensor of ours, rewritten) loads as the original
+// does: the same config, weights bit for bit (as read from ours: F16 and quantised tensors
+// too), and tokenizer.
+static void test_we_read_what_gguf_py_wrote(void **state) {
+    (void)state;
+    skip_without_gguf_py();
+    for (size_t i = 0; i < sizeof FILE_KINDS / sizeof *FILE_KINDS; i++) {
+        const FileKind *k = &FILE_KINDS[i];
+        Model m, back;
+        Tokenizer tok, tok_back;
+        const char *path = write_kind(k, &m, &tok), *copy = tmp_path("gguf-py.gguf");
+        char args[512];
+        snprintf(args, sizeof args, "rewrite '%s' '%s'", path, copy);
+        char *out = run_peer(args);
+        if (!out) fail_msg("%s: tests/gguf_peer.py rewrite failed", k->name);
+        free(out);
+        Error err;
+        Model orig; // our file as we read it: F16 rounded, quantised tensors dequantised
+        if (model_load_gguf(path, &orig, NULL, &err)) fail_msg("%s: %s", k->name, err.msg);
+        if (model_load_gguf(copy, &back, k->tokenizer ? &tok_back : NULL, &err)) fail_msg("%s: %s", k->name, err.msg);
+        assert_config_equal(&back.config, &m.config);
+        assert_int_equal(back.n_params, m.n_params);
+        assert_memory_equal(back.params, orig.params, m.n_params * sizeof(float));
+        assert_int_equal(back.quant != NULL, m.quant != NULL);
+        if (m.quant) assert_int_equal(back.quant->bytes, m.quant->bytes);
+        model_free(&orig);
+        if (k->tokenizer) {
+            assert_tokenizer_equal(&tok_back, &tok);
+            tokenizer_free(&tok_back);
+        }
+        // and gguf-py's file, read by both, lists the same
+        snprintf(args, sizeof args, "dump '%s'", copy);
+        char *want = our_listing(copy), *got = run_peer(args);
+        if (!got) fail_msg("%s: tests/gguf_peer.py dump failed", k->name);
+        assert_string_equal(got, want);
+        free(want);
+        free(got);
+        model_free(&back);
+        model_free(&m);
+        tokenizer_free(&tok);
+    }
+}
+
 int main(void) {
     snprintf(tmp_dir, sizeof tmp_dir, "/tmp/test_gguf.XXXXXX");
     if (!mkdtemp(tmp_dir)) die("cannot create a scratch directory under /tmp");
@@ -1228,6 +1445,8 @@ int main(void) {
         cmocka_unit_test(test_gguf_truncated_and_corrupted),
         cmocka_unit_test(test_model_gguf_contradictions),
         cmocka_unit_test(test_llama2c_rejects_bad_files),
+        cmocka_unit_test(test_reference_reader_sees_what_we_wrote),
+        cmocka_unit_test(test_we_read_what_gguf_py_wrote),
     };
     int failed = cmocka_run_group_tests_name("gguf", tests, NULL, NULL);
     char cmd[128];

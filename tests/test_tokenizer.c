@@ -1,7 +1,9 @@
 // test_tokenizer.c: byte-level BPE training/encoding and the llama2.c tokenizer, against plain
 // references: a trainer that recounts every pair after each merge, an encoder that rescans
-// all merges for the lowest-ranked pair after each merge, and a literal port of run.c's
-// encode; plus hand-checked cases, round trips and bad tokenizer.bin files.
+// all merges for the lowest-ranked pair after each merge (llama.cpp's gpt2 rule: lowest rank,
+// leftmost first), and a literal port of run.c's encode; plus the pre-split rule on cases
+// hand-checked against llama.cpp's "starcoder" pre-tokenizer, GPT-2's byte alphabet, the
+// piece-length cap, round trips and bad tokenizer.bin files.
 //
 // Run: make build/tests/test_tokenizer && ./build/tests/test_tokenizer
 #include <math.h>
@@ -133,8 +135,22 @@ static int ref_merge(int *ids, int len, int a, int b, int id) {
     return k;
 }
 
+// Does merging (a, b) make a new piece of at most TOKENIZER_MAX_PIECE bytes (not an existing
+// piece, nor BOS's or EOS's text)? pieces holds n_pieces NUL-free byte strings with lengths.
+static bool ref_new_piece(unsigned char **pieces, const int *lens, int n_pieces, int a, int b) {
+    int len = lens[a] + lens[b];
+    if (len > TOKENIZER_MAX_PIECE) return false;
+    unsigned char joined[TOKENIZER_MAX_PIECE];
+    memcpy(joined, pieces[a], (size_t)lens[a]);
+    memcpy(joined + lens[a], pieces[b], (size_t)lens[b]);
+    for (int i = 0; i < n_pieces; i++)
+        if (lens[i] == len && memcmp(pieces[i], joined, (size_t)len) == 0) return false;
+    return !(len == 7 && (memcmp(joined, "<|bos|>", 7) == 0 || memcmp(joined, "<|eos|>", 7) == 0));
+}
+
 // Unique chunks by linear search; then per merge: recount every pair, take the most frequent
-// (lowest ids on ties), rewrite every word. Returns the number of merges written.
+// that makes a new piece (lowest ids on ties), rewrite every word. Returns the number of
+// merges written.
 static int reference_train(const unsigned char *text, size_t len, int vocab_size, int *merges) {
     RefWord *words = mallocCheck((len + 1) * sizeof *words);
     int n_words = 0;
@@ -153,6 +169,13 @@ static int reference_train(const unsigned char *text, size_t len, int vocab_size
     }
     int V = vocab_size, m = 0;
     long *counts = mallocCheck((size_t)V * V * sizeof *counts);
+    unsigned char **pieces = mallocCheck((size_t)V * sizeof *pieces);
+    int *lens = mallocCheck((size_t)V * sizeof *lens);
+    for (int b = 0; b < 256; b++) {
+        pieces[b] = mallocCheck(1);
+        pieces[b][0] = (unsigned char)b;
+        lens[b] = 1;
+    }
     for (; m < vocab_size - 258; m++) {
         memset(counts, 0, (size_t)V * V * sizeof *counts);
         for (int w = 0; w < n_words; w++)
@@ -162,7 +185,7 @@ static int reference_train(const unsigned char *text, size_t len, int vocab_size
         int best_a = -1, best_b = -1;
         for (int a = 0; a < V; a++) // ascending scan with '>' keeps the lowest ids on ties
             for (int b = 0; b < V; b++)
-                if (counts[a * V + b] > best) {
+                if (counts[a * V + b] > best && ref_new_piece(pieces, lens, 256 + m, a, b)) {
                     best = counts[a * V + b];
                     best_a = a;
                     best_b = b;
@@ -170,8 +193,15 @@ static int reference_train(const unsigned char *text, size_t len, int vocab_size
         if (best == 0) break;
         merges[2 * m] = best_a;
         merges[2 * m + 1] = best_b;
+        lens[256 + m] = lens[best_a] + lens[best_b];
+        pieces[256 + m] = mallocCheck((size_t)lens[256 + m]);
+        memcpy(pieces[256 + m], pieces[best_a], (size_t)lens[best_a]);
+        memcpy(pieces[256 + m] + lens[best_a], pieces[best_b], (size_t)lens[best_b]);
         for (int w = 0; w < n_words; w++) words[w].len = ref_merge(words[w].ids, words[w].len, best_a, best_b, 256 + m);
     }
+    for (int i = 0; i < 256 + m; i++) free(pieces[i]);
+    free(pieces);
+    free(lens);
     for (int w = 0; w < n_words; w++) free(words[w].ids);
     free(words);
     free(counts);
@@ -208,25 +238,57 @@ static size_t reference_encode(const Tokenizer *t, const unsigned char *text, si
 // ----------------------------------------------------------------------------
 // BPE tests
 
-static void test_chunk_rule(void **state) {
-    (void)state;
-    const char *text = "Hello,  world 42\n\nAnd  (the) \xc3\xa9t\xc3\xa9 x\n";
-    const char *want[] = {"Hello", ",", " ", " world", " 4", "2", "\n\n", "And", " ", " (", "the", ")",
-                          " \xc3\xa9t\xc3\xa9", " x", "\n"};
-    size_t len = strlen(text), pos = 0, i = 0;
-    for (; pos < len; i++) {
+// Cut text with tokenizer_chunk_end and compare with want, the chunks joined by '|'.
+static void assert_chunks(const char *text, const char *want) {
+    size_t len = strlen(text), pos = 0;
+    char got[512] = "";
+    while (pos < len) {
         size_t end = tokenizer_chunk_end((const unsigned char *)text, len, pos);
-        assert_true(i < sizeof want / sizeof *want);
-        assert_int_equal(end - pos, strlen(want[i]));
-        assert_memory_equal(text + pos, want[i], end - pos);
+        assert_true(end > pos && end <= len);
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%.*s", pos > 0 ? "|" : "", (int)(end - pos), text + pos);
         pos = end;
     }
-    assert_int_equal(i, sizeof want / sizeof *want);
-    // Runs longer than a chunk are cut.
-    unsigned char run[100];
+    assert_string_equal(got, want);
+}
+
+// Hand-checked against llama.cpp's "starcoder" rule: digits alone, then GPT-2's regex with
+// a digit ending its stretch of text.
+static void test_chunk_rule(void **state) {
+    (void)state;
+    assert_chunks("Hello,  world 42\n\nAnd  (the) \xc3\xa9t\xc3\xa9 x\n",
+                  "Hello|,| | world| |4|2|\n|\n|And| | (|the|)| \xc3\xa9t\xc3\xa9| x|\n");
+    // Contractions are chunks of their own, lower case only, and only at a chunk's start.
+    assert_chunks("don't I'll you're it's 'S we've he'd x'm o'", "don|'t| I|'ll| you|'re| it|'s| '|S| we|'ve| he|'d| x|'m| o|'");
+    assert_chunks("!'s", "!'|s");
+    // A whitespace run leaves its last character to a word, but not to a digit or the end.
+    assert_chunks("a  1 b\t c   ", "a|  |1| b|\t| c|   ");
+    assert_chunks("12345. 7a", "1|2|3|4|5|.| |7|a");
+    assert_chunks("'1 '", "'|1| '");
+    assert_chunks(" ", " ");
+    // No length limit: a long run is one chunk.
+    unsigned char run[300];
     memset(run, 'a', sizeof run);
-    assert_int_equal(tokenizer_chunk_end(run, sizeof run, 0), TOKENIZER_MAX_CHUNK);
-    assert_int_equal(tokenizer_chunk_end(run, sizeof run, TOKENIZER_MAX_CHUNK), sizeof run);
+    assert_int_equal(tokenizer_chunk_end(run, sizeof run, 0), sizeof run);
+}
+
+// GPT-2's alphabet: printable bytes stand for themselves, ' ' is U+0120, '\n' U+010A, 0xAD
+// U+0143; every byte round-trips, and characters outside the alphabet are refused.
+static void test_gpt2_spelling(void **state) {
+    (void)state;
+    unsigned char all[256], spelled[512], back[512];
+    for (int b = 0; b < 256; b++) all[b] = (unsigned char)b;
+    size_t n = tokenizer_gpt2_spell(all, 256, spelled);
+    assert_int_equal(n, 94 + 2 * 162); // '!'..'~' take 1 byte, the rest 2
+    assert_int_equal(tokenizer_gpt2_unspell(spelled, n, back), 256);
+    assert_memory_equal(back, all, 256);
+    const unsigned char text[] = " a\n\xad\xff";
+    n = tokenizer_gpt2_spell(text, 5, spelled);
+    assert_int_equal(n, 9);
+    assert_memory_equal(spelled, "\xc4\xa0" "a" "\xc4\x8a" "\xc5\x83" "\xc3\xbf", 9);
+    assert_int_equal(tokenizer_gpt2_unspell((const unsigned char *)" ", 1, back), -1);       // a raw space
+    assert_int_equal(tokenizer_gpt2_unspell((const unsigned char *)"\xc5\x84", 2, back), -1); // U+0144
+    assert_int_equal(tokenizer_gpt2_unspell((const unsigned char *)"\xc4", 1, back), -1);     // cut short
+    assert_int_equal(tokenizer_gpt2_unspell((const unsigned char *)"\xe2\x96\x81", 3, back), -1);
 }
 
 // "aaabdaaabac" is one chunk. Pair counts: aa 4, ab 2, the rest 1 -> merge (a,a) = 256,
@@ -262,6 +324,31 @@ static void test_train_respects_chunks(void **state) {
     assert_int_equal(t.merges[0], 'x');
     assert_int_equal(t.merges[1], 'y');
     assert_int_equal(t.vocab_size, 259);
+    tokenizer_free(&t);
+}
+
+static void assert_train_matches_reference(const unsigned char *text, size_t len, int vocab_size);
+
+// A chunk has no length limit but a piece does: 300 a's merge into pieces of 2, 4, ..., 64
+// bytes, and then (64 a's, 64 a's) is never merged; every piece is distinct.
+static void test_train_caps_piece_length(void **state) {
+    (void)state;
+    unsigned char text[300];
+    memset(text, 'a', sizeof text);
+    Tokenizer t = train_or_fail(text, sizeof text, 400);
+    int longest = 0;
+    for (int i = 0; i < t.vocab_size; i++) {
+        longest = t.piece_len[i] > longest ? t.piece_len[i] : longest;
+        for (int j = 0; j < i; j++)
+            assert_false(t.piece_len[i] == t.piece_len[j] && memcmp(t.pieces[i], t.pieces[j], (size_t)t.piece_len[i]) == 0);
+    }
+    assert_int_equal(longest, TOKENIZER_MAX_PIECE);
+    size_t n;
+    int *tokens = encode_all(&t, text, sizeof text, false, false, &n);
+    assert_true(n >= 300 / TOKENIZER_MAX_PIECE + 1);
+    free(tokens);
+    assert_roundtrip(&t, text, sizeof text, false, false, "");
+    assert_train_matches_reference(text, sizeof text, 400);
     tokenizer_free(&t);
 }
 
@@ -780,8 +867,10 @@ int main(void) {
     snprintf(test_path, sizeof test_path, "/tmp/test_tokenizer.%ld.bin", (long)getpid());
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunk_rule),
+        cmocka_unit_test(test_gpt2_spelling),
         cmocka_unit_test(test_train_hand_case),
         cmocka_unit_test(test_train_respects_chunks),
+        cmocka_unit_test(test_train_caps_piece_length),
         cmocka_unit_test(test_train_matches_reference),
         cmocka_unit_test(test_train_deterministic),
         cmocka_unit_test(test_train_rejects_bad_vocab_size),

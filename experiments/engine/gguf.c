@@ -802,7 +802,7 @@ static void config_to_gguf(GGUFWriter *w, const Config *c) {
     gguf_set_u32(w, "llama.rope.scaling.original_context_length", (uint32_t)c->rope.orig_ctx);
     gguf_set_f32(w, "llama.rope.scaling.yarn_beta_fast", c->rope.beta_fast);
     gguf_set_f32(w, "llama.rope.scaling.yarn_beta_slow", c->rope.beta_slow);
-    gguf_set_u32(w, "inferlab.attention.sliding_window", (uint32_t)c->window);
+    gguf_set_u32(w, "llama.attention.sliding_window", (uint32_t)c->window);
     gguf_set_u32(w, "inferlab.attention.n_sink", (uint32_t)c->n_sink);
     if (c->kv_share > 1) gguf_set_u32(w, "inferlab.attention.kv_share", (uint32_t)c->kv_share); // CLA: llama.cpp has no key
     gguf_set_bool(w, "inferlab.tied_embeddings", c->tied_embeddings);
@@ -830,28 +830,67 @@ static GGUFString replace_bytes(GGUFString s, const char *from, const char *to) 
 // tokenizer.bin spells it ' '.
 static const char SP_SPACE[] = "\xe2\x96\x81";
 
+// llama.cpp's token types: 1 normal, 3 control (BOS and EOS).
+enum { TOKEN_TYPE_NORMAL = 1, TOKEN_TYPE_CONTROL = 3 };
+
+// A BPE piece spelled in GPT-2's alphabet (malloc'd); BOS and EOS stay raw text, as GPT-2's
+// own vocabulary stores "<|endoftext|>".
+static GGUFString gpt2_token(const Tokenizer *t, int id) {
+    size_t len = (size_t)t->piece_len[id];
+    uint8_t *out = mallocCheck(2 * len + 1);
+    if (id == t->bos_id || id == t->eos_id) memcpy(out, t->pieces[id], len);
+    else len = tokenizer_gpt2_spell(t->pieces[id], len, out);
+    return (GGUFString){out, len};
+}
+
+// "left right": merge i's two tokens, spelled, joined by a space (malloc'd).
+static GGUFString gpt2_merge(const Tokenizer *t, int i) {
+    GGUFString left = gpt2_token(t, t->merges[2 * i]), right = gpt2_token(t, t->merges[2 * i + 1]);
+    uint8_t *out = mallocCheck(left.len + right.len + 1);
+    memcpy(out, left.bytes, left.len);
+    out[left.len] = ' ';
+    memcpy(out + left.len + 1, right.bytes, right.len);
+    GGUFString m = {out, left.len + right.len + 1};
+    free((void *)left.bytes);
+    free((void *)right.bytes);
+    return m;
+}
+
+static void free_strings(GGUFString *s, size_t n) {
+    for (size_t i = 0; i < n; i++) free((void *)s[i].bytes);
+    free(s);
+}
+
 static void tokenizer_to_gguf(GGUFWriter *w, const Tokenizer *t) {
     int llama = t->kind == TOKENIZER_LLAMA2C;
     GGUFString *tokens = mallocCheck((size_t)t->vocab_size * sizeof *tokens);
     for (int i = 0; i < t->vocab_size; i++) {
         GGUFString piece = {t->pieces[i], (size_t)t->piece_len[i]};
-        tokens[i] = llama ? replace_bytes(piece, " ", SP_SPACE) : piece;
+        tokens[i] = llama ? replace_bytes(piece, " ", SP_SPACE) : gpt2_token(t, i);
     }
-    gguf_set_string(w, "tokenizer.ggml.model", llama ? "llama" : "inferlab-bpe");
+    gguf_set_string(w, "tokenizer.ggml.model", llama ? "llama" : "gpt2");
+    if (!llama) gguf_set_string(w, "tokenizer.ggml.pre", TOKENIZER_BPE_PRE);
     gguf_set_array_string(w, "tokenizer.ggml.tokens", tokens, (size_t)t->vocab_size);
     if (llama) {
         gguf_set_array_f32(w, "tokenizer.ggml.scores", t->scores, (size_t)t->vocab_size);
     } else {
-        int32_t *merges = mallocCheck(2 * (size_t)t->n_merges * sizeof *merges);
-        for (size_t i = 0; i < 2 * (size_t)t->n_merges; i++) merges[i] = t->merges[i];
-        gguf_set_array_i32(w, "inferlab.tokenizer.merges", merges, 2 * (size_t)t->n_merges);
-        free(merges);
+        int32_t *types = mallocCheck((size_t)t->vocab_size * sizeof *types);
+        for (int i = 0; i < t->vocab_size; i++)
+            types[i] = i == t->bos_id || i == t->eos_id ? TOKEN_TYPE_CONTROL : TOKEN_TYPE_NORMAL;
+        gguf_set_array_i32(w, "tokenizer.ggml.token_type", types, (size_t)t->vocab_size);
+        free(types);
+        GGUFString *merges = mallocCheck((size_t)t->n_merges * sizeof *merges + 1);
+        for (int i = 0; i < t->n_merges; i++) merges[i] = gpt2_merge(t, i);
+        gguf_set_array_string(w, "tokenizer.ggml.merges", merges, (size_t)t->n_merges);
+        free_strings(merges, (size_t)t->n_merges);
     }
     gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)t->bos_id);
     gguf_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)t->eos_id);
-    if (llama)
-        for (int i = 0; i < t->vocab_size; i++) free((void *)tokens[i].bytes);
-    free(tokens);
+    if (!llama) { // our sequences start with BOS (training, validation, passkeys); llama.cpp must add it too
+        gguf_set_bool(w, "tokenizer.ggml.add_bos_token", 1);
+        gguf_set_bool(w, "tokenizer.ggml.add_eos_token", 0);
+    }
+    free_strings(tokens, (size_t)t->vocab_size);
 }
 
 // LLM.int8()'s fp32 columns of a matrix (outliers.h) as two F32 tensors beside it:
@@ -1014,7 +1053,7 @@ static int config_from_gguf(const GGUFFile *g, Config *c, Error *err) {
         opt_int(g, "inferlab.attention.kv_share", 1, &c->kv_share, err) ||
         opt_int(g, "llama.vocab_size", 1, &c->vocab_size, err) ||
         opt_int(g, "llama.rope.scaling.original_context_length", 0, &c->rope.orig_ctx, err) ||
-        opt_int(g, "inferlab.attention.sliding_window", 0, &c->window, err) ||
+        opt_int(g, "llama.attention.sliding_window", 0, &c->window, err) ||
         opt_int(g, "inferlab.attention.n_sink", 0, &c->n_sink, err) ||
         opt_float(g, "llama.attention.layer_norm_rms_epsilon", &c->norm_eps, err) ||
         opt_float(g, "llama.rope.freq_base", &c->rope.theta, err) ||
@@ -1138,16 +1177,32 @@ static int tokenizer_error(const GGUFFile *g, const Error *inner, Error *err) {
     return error_set(err, "%s: tokenizer: %s", g->path, inner->msg);
 }
 
-static int bpe_from_gguf(const GGUFFile *g, Tokenizer *tok, Error *err) {
-    int32_t *merges;
-    size_t n;
-    if (gguf_get_array_i32(g, "inferlab.tokenizer.merges", &merges, &n, err)) return -1;
-    int rc = 0;
+// A "gpt2" vocabulary in our layout, split by our pre-tokenizer (tokenizer_from_gpt2).
+static int bpe_from_gguf(const GGUFFile *g, const GGUFString *tokens, size_t n, Tokenizer *tok, Error *err) {
+    GGUFString pre;
+    if (!gguf_find_kv(g, "tokenizer.ggml.pre"))
+        return error_set(err, "%s: the gpt2 tokenizer has no tokenizer.ggml.pre (ours is \"%s\")", g->path, TOKENIZER_BPE_PRE);
+    if (gguf_get_string(g, "tokenizer.ggml.pre", &pre, err)) return -1;
+    if (!string_is(pre, TOKENIZER_BPE_PRE))
+        return error_set(err, "%s: pre-tokenizer '%.*s' is not supported (only \"%s\", which ours implements)",
+                         g->path, (int)(pre.len < 40 ? pre.len : 40), (const char *)pre.bytes, TOKENIZER_BPE_PRE);
+    GGUFString *merges;
+    size_t n_merges;
+    if (gguf_get_array_string(g, "tokenizer.ggml.merges", &merges, &n_merges, err)) return -1;
+    const unsigned char **tok_s = mallocCheck((n + 1) * sizeof *tok_s), **merge_s = mallocCheck((n_merges + 1) * sizeof *merge_s);
+    size_t *tok_len = mallocCheck((n + 1) * sizeof *tok_len), *merge_len = mallocCheck((n_merges + 1) * sizeof *merge_len);
+    for (size_t i = 0; i < n; i++) tok_s[i] = tokens[i].bytes, tok_len[i] = tokens[i].len;
+    for (size_t i = 0; i < n_merges; i++) merge_s[i] = merges[i].bytes, merge_len[i] = merges[i].len;
     Error inner;
-    if (n % 2 != 0 || n / 2 > INT_MAX)
-        rc = error_set(err, "%s: inferlab.tokenizer.merges has %zu ids, not pairs", g->path, n);
-    else if (tokenizer_from_merges(tok, merges, (int)(n / 2), &inner))
+    int rc = 0;
+    if (n_merges > INT_MAX)
+        rc = error_set(err, "%s: %zu merges is too many", g->path, n_merges);
+    else if (tokenizer_from_gpt2(tok, tok_s, tok_len, (int)n, merge_s, merge_len, (int)n_merges, &inner))
         rc = tokenizer_error(g, &inner, err);
+    free(tok_s);
+    free(tok_len);
+    free(merge_s);
+    free(merge_len);
     free(merges);
     return rc;
 }
@@ -1179,16 +1234,12 @@ static int llama_from_gguf(const GGUFFile *g, const GGUFString *tokens, size_t n
     return rc;
 }
 
-// The stored tokens and special ids must be the ones the rebuilt tokenizer has.
-static int check_tokenizer(const GGUFFile *g, const Tokenizer *tok, const GGUFString *tokens, size_t n,
-                           Error *err) {
+// The token count and special ids must be the ones the rebuilt tokenizer has (the pieces
+// themselves are checked as it is rebuilt).
+static int check_tokenizer(const GGUFFile *g, const Tokenizer *tok, size_t n, Error *err) {
     if ((size_t)tok->vocab_size != n)
         return error_set(err, "%s: the tokenizer rebuilds %d tokens, the file lists %zu", g->path,
                          tok->vocab_size, n);
-    for (size_t i = 0; tok->kind == TOKENIZER_BPE && i < n; i++)
-        if (tokens[i].len != (size_t)tok->piece_len[i] ||
-            memcmp(tokens[i].bytes, tok->pieces[i], tokens[i].len) != 0)
-            return error_set(err, "%s: token %zu differs from the piece its merges build", g->path, i);
     const char *keys[2] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"};
     int ids[2] = {tok->bos_id, tok->eos_id};
     for (int k = 0; k < 2; k++) {
@@ -1214,15 +1265,15 @@ static int tokenizer_from_gguf(const GGUFFile *g, int vocab_size, Tokenizer *tok
     if (n != (size_t)vocab_size)
         rc = error_set(err, "%s: the tokenizer has %zu tokens, the model's vocab_size is %d", g->path, n,
                        vocab_size);
-    else if (string_is(model, "inferlab-bpe"))
-        rc = bpe_from_gguf(g, tok, err);
+    else if (string_is(model, "gpt2"))
+        rc = bpe_from_gguf(g, tokens, n, tok, err);
     else if (string_is(model, "llama"))
         rc = llama_from_gguf(g, tokens, n, tok, err);
     else
         rc =
-            error_set(err, "%s: tokenizer model '%.*s' is not supported (expected 'inferlab-bpe' or 'llama')",
+            error_set(err, "%s: tokenizer model '%.*s' is not supported (expected 'gpt2' or 'llama')",
                       g->path, (int)(model.len < 40 ? model.len : 40), (const char *)model.bytes);
-    if (rc == 0 && (rc = check_tokenizer(g, tok, tokens, n, err)) != 0) tokenizer_free(tok);
+    if (rc == 0 && (rc = check_tokenizer(g, tok, n, err)) != 0) tokenizer_free(tok);
     free(tokens);
     return rc;
 }

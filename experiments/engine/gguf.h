@@ -24,7 +24,8 @@
 //   llama.rope.freq_base            rope.theta       llama.rope.scaling.type  none|linear|yarn
 //   llama.rope.scaling.factor       rope.factor      llama.rope.scaling.original_context_length
 //   llama.rope.scaling.yarn_beta_fast / yarn_beta_slow  rope.beta_fast / beta_slow
-//   inferlab.attention.sliding_window  window        inferlab.attention.n_sink  n_sink
+//   llama.attention.sliding_window  window (llama.cpp's key; it does not apply it to "llama")
+//   inferlab.attention.n_sink  n_sink
 //   inferlab.tied_embeddings (bool)
 // (NTK-aware scaling is written as llama.cpp runs it: type none, freq_base the NTK base; a
 // file of type "ntk" is still read.)
@@ -41,17 +42,23 @@
 // Q and K are stored as they are.
 // 1-D tensors (norm gains) are always F32, as llama.cpp keeps them.
 //
-// The tokenizer, when saved:
-//   tokenizer.ggml.model   "inferlab-bpe" (our byte-level BPE) or "llama" (llama2.c vocabulary)
-//   tokenizer.ggml.tokens  string array of the raw piece bytes; "llama" pieces store their
-//                          spaces as U+2581 "▁", as SentencePiece and llama.cpp do
+// The tokenizer, when saved, in llama.cpp's keys so that llama.cpp loads and runs the file:
+//   tokenizer.ggml.model   "gpt2" (our byte-level BPE) or "llama" (llama2.c vocabulary)
+//   tokenizer.ggml.pre     "starcoder" (gpt2 only): llama.cpp's name for our pre-split rule
+//                          (tokenizer.h); a gpt2 file with another, or none, is refused
+//   tokenizer.ggml.tokens  string array. gpt2: each piece spelled in GPT-2's byte-level
+//                          alphabet (tokenizer_gpt2_spell), BOS and EOS as their raw text;
+//                          llama: the raw piece bytes with spaces as U+2581 "▁", as
+//                          SentencePiece and llama.cpp spell them
+//   tokenizer.ggml.token_type  i32 array (gpt2): 1 normal, 3 control (BOS, EOS)
+//   tokenizer.ggml.merges  string array (gpt2): merge i as "left right", both spelled,
+//                          making token 256 + i (the first 256 tokens are the bytes in order)
 //   tokenizer.ggml.scores  f32 array ("llama" only)
 //   tokenizer.ggml.bos_token_id / eos_token_id   u32
-//   inferlab.tokenizer.merges  i32 array (n_merges * 2) ("inferlab-bpe" only): the ids of the
-//                          left and right token of each merge, merge i producing id 256 + i.
-//                          Id pairs are exact for any bytes, unlike llama.cpp's "a b" strings.
-// The loader rebuilds the tokenizer from merges (BPE) or pieces + scores (llama) and checks
-// the stored tokens, BOS and EOS against it.
+//   tokenizer.ggml.add_bos_token = true, add_eos_token = false (gpt2): our sequences begin
+//                          with BOS, so llama.cpp must add it as we do
+// The loader rebuilds the tokenizer from merges (gpt2, only in our layout) or pieces + scores
+// (llama) and checks the stored tokens, BOS and EOS against it.
 #pragma once
 
 #include <stddef.h>

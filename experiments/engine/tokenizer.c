@@ -9,6 +9,7 @@
 #include "tokenizer.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -155,7 +156,7 @@ static int bytesmap_add(BytesMap *m, const unsigned char *s, int len, int val) {
 // ----------------------------------------------------------------------------
 // the pre-split rule (documented in tokenizer.h)
 
-enum { LETTER, DIGIT, SPACE, SYMBOL };
+enum { LETTER, DIGIT, SPACE, SYMBOL, BOUNDARY };
 
 static int byte_class(unsigned char c) {
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80) return LETTER;
@@ -164,19 +165,38 @@ static int byte_class(unsigned char c) {
     return SYMBOL;
 }
 
+// The class of text[i] as GPT-2's regex sees it: digits were split off first, so a digit,
+// like the end of the text, bounds the stretch it works on.
+static int class_at(const unsigned char *text, size_t len, size_t i) {
+    int cls = i < len ? byte_class(text[i]) : BOUNDARY;
+    return cls == DIGIT ? BOUNDARY : cls;
+}
+
+// GPT-2's contractions 's 't 'm 'd 're 've 'll: the length of the one at pos, or 0.
+static size_t contraction_len(const unsigned char *text, size_t len, size_t pos) {
+    if (text[pos] != '\'' || class_at(text, len, pos + 1) == BOUNDARY) return 0;
+    unsigned char c1 = text[pos + 1];
+    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return 2;
+    if (class_at(text, len, pos + 2) == BOUNDARY) return 0;
+    unsigned char c2 = text[pos + 2];
+    return (c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l') ? 3 : 0;
+}
+
 size_t tokenizer_chunk_end(const unsigned char *text, size_t len, size_t pos) {
-    size_t limit = len - pos > TOKENIZER_MAX_CHUNK ? pos + TOKENIZER_MAX_CHUNK : len;
-    size_t i = pos;
-    if (text[i] == ' ' && i + 1 < limit && byte_class(text[i + 1]) != SPACE) i++; // leads the run
-    int cls = byte_class(text[i]);
-    if (cls == DIGIT) return i + 1;
-    size_t end = i + 1;
-    while (end < limit && byte_class(text[end]) == cls) end++;
-    // A whitespace run hands its final space to the word after it (" x" stays one chunk).
-    if (cls == SPACE && end < len && end - pos > 1 && text[end - 1] == ' ' &&
-        byte_class(text[end]) != SPACE)
-        end--;
-    return end;
+    if (byte_class(text[pos]) == DIGIT) return pos + 1;
+    size_t n = contraction_len(text, len, pos);
+    if (n > 0) return pos + n;
+    // " ?\p{L}+" and " ?[^\s\p{L}\p{N}]+": an optional space, then a run of one class.
+    size_t i = text[pos] == ' ' ? pos + 1 : pos;
+    int cls = class_at(text, len, i);
+    if (cls == LETTER || cls == SYMBOL) {
+        while (class_at(text, len, i) == cls) i++;
+        return i;
+    }
+    // "\s+(?!\S)|\s+": a whitespace run leaves its last character to a word after it.
+    size_t end = pos;
+    while (class_at(text, len, end) == SPACE) end++;
+    return end - pos > 1 && class_at(text, len, end) != BOUNDARY ? end - 1 : end;
 }
 
 // ----------------------------------------------------------------------------
@@ -236,9 +256,9 @@ int tokenizer_from_merges(Tokenizer *t, const int *merges, int n_merges, Error *
         if (a < 0 || a >= id || b < 0 || b >= id)
             rc = error_set(err, "BPE merge %d joins ids %d and %d; both must be earlier tokens, in [0, %d)",
                            i, a, b, id);
-        else if (lens[a] + lens[b] > TOKENIZER_MAX_CHUNK)
-            rc = error_set(err, "BPE merge %d makes a %d-byte piece, longer than a chunk (%d bytes)", i,
-                           lens[a] + lens[b], TOKENIZER_MAX_CHUNK);
+        else if (lens[a] + lens[b] > TOKENIZER_MAX_PIECE)
+            rc = error_set(err, "BPE merge %d makes a %d-byte piece, longer than the %d bytes allowed", i,
+                           lens[a] + lens[b], TOKENIZER_MAX_PIECE);
         else if (pairmap_get(&rank, a, b) >= 0)
             rc = error_set(err, "BPE merge %d repeats merge %d (%d, %d)", i, pairmap_get(&rank, a, b), a, b);
         if (rc) {
@@ -269,6 +289,130 @@ int tokenizer_from_merges(Tokenizer *t, const int *merges, int n_merges, Error *
     t->bos_id = bos;
     t->eos_id = eos;
     return 0;
+}
+
+// ----------------------------------------------------------------------------
+// GPT-2's byte-level alphabet: the printable bytes '!'..'~', 0xA1..0xAC and 0xAE..0xFF stand
+// for themselves (as Latin-1 codepoints); the other 68 bytes, in order, are U+0100..U+0143.
+
+static bool gpt2_printable(int b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE; }
+
+static int gpt2_codepoint(unsigned char b) {
+    if (gpt2_printable(b)) return b;
+    if (b < '!') return 0x100 + b;                    // 0x00..0x20
+    if (b <= 0xA0) return 0x100 + ('!' + b - 0x7F);   // 0x7F..0xA0
+    return 0x143;                                     // 0xAD
+}
+
+size_t tokenizer_gpt2_spell(const unsigned char *bytes, size_t len, unsigned char *out) {
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        int cp = gpt2_codepoint(bytes[i]);
+        if (cp < 0x80) {
+            out[n++] = (unsigned char)cp;
+        } else {
+            out[n++] = (unsigned char)(0xC0 | cp >> 6);
+            out[n++] = (unsigned char)(0x80 | (cp & 0x3F));
+        }
+    }
+    return n;
+}
+
+long tokenizer_gpt2_unspell(const unsigned char *s, size_t len, unsigned char *out) {
+    static int byte_of[0x144]; // codepoint -> byte + 1; 0 outside the alphabet
+    if (!byte_of['!'])
+        for (int b = 0; b < 256; b++) byte_of[gpt2_codepoint((unsigned char)b)] = b + 1;
+    long n = 0;
+    for (size_t i = 0; i < len;) {
+        int cp = -1;
+        if (s[i] < 0x80) {
+            cp = s[i++];
+        } else if ((s[i] & 0xE0) == 0xC0 && i + 1 < len && (s[i + 1] & 0xC0) == 0x80) {
+            cp = (s[i] & 0x1F) << 6 | (s[i + 1] & 0x3F);
+            i += 2;
+        }
+        if (cp < 0 || cp >= 0x144 || byte_of[cp] == 0) return -1;
+        out[n++] = (unsigned char)(byte_of[cp] - 1);
+    }
+    return n;
+}
+
+// The id of a spelled piece among the first n tokens, or -1; buf holds len bytes.
+static int gpt2_lookup(const BytesMap *ids, const unsigned char *s, size_t len, unsigned char *buf, int n) {
+    long k = tokenizer_gpt2_unspell(s, len, buf);
+    int id = k < 0 ? -1 : bytesmap_get(ids, buf, (int)k);
+    return id < n ? id : -1;
+}
+
+// The merges' (left, right) ids, into pairs; piece_bytes[i] (owned by the caller) gets the
+// unspelled bytes of merge token i (< 256 + n_merges), piece_lens[i] their count, and ids
+// maps them back to i.
+static int gpt2_merge_ids(const unsigned char *const *tokens, const size_t *token_lens,
+                          const unsigned char *const *merges, const size_t *merge_lens, int n_merges,
+                          unsigned char **piece_bytes, int *piece_lens, BytesMap *ids, int *pairs, Error *err) {
+    for (int i = 0; i < 256 + n_merges; i++) {
+        piece_bytes[i] = mallocCheck(token_lens[i] + 1);
+        long k = tokenizer_gpt2_unspell(tokens[i], token_lens[i], piece_bytes[i]);
+        piece_lens[i] = (int)(k < INT_MAX ? k : INT_MAX);
+        if (k < 0) return error_set(err, "gpt2 token %d is not spelled in GPT-2's alphabet", i);
+        if (i < 256 && (k != 1 || piece_bytes[i][0] != i))
+            return error_set(err, "gpt2 token %d is not the byte 0x%02x (bytes come first, in order)", i, i);
+        if (k > TOKENIZER_MAX_PIECE || bytesmap_add(ids, piece_bytes[i], (int)k, i) != i)
+            return error_set(err, "gpt2 token %d is longer than %d bytes or repeats an earlier token", i,
+                             TOKENIZER_MAX_PIECE);
+    }
+    size_t longest = 0;
+    for (int i = 0; i < n_merges; i++) longest = merge_lens[i] > longest ? merge_lens[i] : longest;
+    unsigned char *buf = mallocCheck(longest + 1);
+    int rc = 0;
+    for (int i = 0; i < n_merges && rc == 0; i++) {
+        const unsigned char *m = merges[i];
+        size_t at = 1; // llama.cpp splits at the first space after the first byte
+        while (at < merge_lens[i] && m[at] != ' ') at++;
+        int a = -1, b = -1;
+        if (at < merge_lens[i]) {
+            a = gpt2_lookup(ids, m, at, buf, 256 + i);
+            b = gpt2_lookup(ids, m + at + 1, merge_lens[i] - at - 1, buf, 256 + i);
+        }
+        if (a < 0 || b < 0)
+            rc = error_set(err, "gpt2 merge %d \"%.*s\" is not two earlier tokens joined by a space", i,
+                           (int)(merge_lens[i] < 60 ? merge_lens[i] : 60), (const char *)m);
+        pairs[2 * i] = a;
+        pairs[2 * i + 1] = b;
+    }
+    free(buf);
+    return rc;
+}
+
+int tokenizer_from_gpt2(Tokenizer *t, const unsigned char *const *tokens, const size_t *token_lens,
+                        int n_tokens, const unsigned char *const *merges, const size_t *merge_lens,
+                        int n_merges, Error *err) {
+    memset(t, 0, sizeof *t);
+    if (n_merges < 0 || n_merges > MAX_VOCAB || n_tokens != 256 + n_merges + N_SPECIAL)
+        return error_set(err, "a gpt2 vocabulary of %d tokens and %d merges is not in our layout (256 bytes, "
+                              "one token per merge, BOS, EOS)", n_tokens, n_merges);
+    unsigned char **piece_bytes = callocCheck((size_t)n_tokens, sizeof *piece_bytes);
+    int *piece_lens = mallocCheck((size_t)n_tokens * sizeof *piece_lens);
+    int *pairs = mallocCheck(2 * (size_t)n_merges * sizeof *pairs);
+    BytesMap ids;
+    bytesmap_init(&ids, (size_t)n_tokens);
+    int rc = gpt2_merge_ids(tokens, token_lens, merges, merge_lens, n_merges, piece_bytes, piece_lens, &ids,
+                            pairs, err);
+    if (rc == 0) rc = tokenizer_from_merges(t, pairs, n_merges, err);
+    for (int i = 256; i < t->bos_id && rc == 0; i++)
+        if (piece_lens[i] != t->piece_len[i] || memcmp(piece_bytes[i], t->pieces[i], (size_t)piece_lens[i]) != 0)
+            rc = error_set(err, "gpt2 token %d is not the piece its merge %d makes", i, i - 256);
+    for (int i = t->bos_id; i < n_tokens && rc == 0; i++) // special tokens are raw text, not spelled
+        if (token_lens[i] != (size_t)t->piece_len[i] || memcmp(tokens[i], t->pieces[i], token_lens[i]) != 0)
+            rc = error_set(err, "gpt2 token %d is not our %s text \"%s\"", i, i == t->bos_id ? "BOS" : "EOS",
+                           i == t->bos_id ? BOS_PIECE : EOS_PIECE);
+    free(ids.slots);
+    for (int i = 0; i < n_tokens; i++) free(piece_bytes[i]);
+    free(piece_bytes);
+    free(piece_lens);
+    free(pairs);
+    if (rc && t->vocab_size) tokenizer_free(t);
+    return rc;
 }
 
 int tokenizer_from_pieces(Tokenizer *t, const unsigned char *const *pieces, const int *lens,
@@ -319,6 +463,7 @@ typedef struct {
     int *words;    // indices of words holding the pair (some may no longer hold it)
     int n_words, cap_words;
     bool dirty;    // count changed during the current merge
+    bool banned;   // its joined piece exists already or is too long: never merged
 } Pair;
 
 typedef struct {
@@ -336,6 +481,10 @@ typedef struct {
     size_t heap_n, heap_cap;
     int *dirty;         // pairs whose count changed during the current merge
     int n_dirty, cap_dirty;
+    unsigned char **pieces; // (256 + merges made) the bytes of each token so far
+    int *piece_len;
+    int n_pieces, cap_pieces;
+    BytesMap piece_set;     // every piece so far, and BOS's and EOS's text
 } BpeTrainer;
 
 // Heap order: higher count first, then lower first id, then lower second id.
@@ -373,11 +522,39 @@ static HeapItem heap_pop(BpeTrainer *tr) {
     return top;
 }
 
-// The most frequent pair (ties to the lowest ids), or -1 when no pair is left.
+// Append a piece (copied) as the next token.
+static void trainer_add_piece(BpeTrainer *tr, const unsigned char *bytes, int len) {
+    if (tr->n_pieces == tr->cap_pieces) {
+        tr->cap_pieces = tr->cap_pieces ? 2 * tr->cap_pieces : 1024;
+        tr->pieces = reallocCheck(tr->pieces, (size_t)tr->cap_pieces * sizeof *tr->pieces);
+        tr->piece_len = reallocCheck(tr->piece_len, (size_t)tr->cap_pieces * sizeof *tr->piece_len);
+    }
+    unsigned char *p = mallocCheck((size_t)len);
+    memcpy(p, bytes, (size_t)len);
+    tr->pieces[tr->n_pieces] = p;
+    tr->piece_len[tr->n_pieces] = len;
+    bytesmap_add(&tr->piece_set, p, len, tr->n_pieces++);
+}
+
+// Would merging (a, b) make a new piece of at most TOKENIZER_MAX_PIECE bytes? buf holds that many.
+static bool makes_new_piece(const BpeTrainer *tr, int a, int b, unsigned char *buf) {
+    int la = tr->piece_len[a], lb = tr->piece_len[b];
+    if (la + lb > TOKENIZER_MAX_PIECE) return false;
+    memcpy(buf, tr->pieces[a], (size_t)la);
+    memcpy(buf + la, tr->pieces[b], (size_t)lb);
+    return bytesmap_get(&tr->piece_set, buf, la + lb) < 0;
+}
+
+// The most frequent pair that makes a new piece (ties to the lowest ids), or -1 when no
+// pair is left.
 static int best_pair(BpeTrainer *tr) {
+    unsigned char buf[TOKENIZER_MAX_PIECE];
     while (tr->heap_n > 0) {
         HeapItem top = heap_pop(tr);
-        if (top.count > 0 && top.count == tr->pairs[top.pair].count) return top.pair;
+        Pair *pair = &tr->pairs[top.pair];
+        if (top.count <= 0 || top.count != pair->count || pair->banned) continue;
+        if (makes_new_piece(tr, pair->a, pair->b, buf)) return top.pair;
+        pair->banned = true;
     }
     return -1;
 }
@@ -456,6 +633,10 @@ static void count_words(BpeTrainer *tr, const unsigned char *text, size_t len) {
 static void trainer_init(BpeTrainer *tr, const unsigned char *text, size_t len) {
     memset(tr, 0, sizeof *tr);
     pairmap_init(&tr->pair_index, 1 << 16);
+    bytesmap_init(&tr->piece_set, 1 << 12);
+    for (int b = 0; b < 256; b++) trainer_add_piece(tr, &(unsigned char){(unsigned char)b}, 1);
+    bytesmap_add(&tr->piece_set, (const unsigned char *)BOS_PIECE, (int)strlen(BOS_PIECE), -1);
+    bytesmap_add(&tr->piece_set, (const unsigned char *)EOS_PIECE, (int)strlen(EOS_PIECE), -1);
     count_words(tr, text, len);
     for (int w = 0; w < tr->n_words; w++) {
         const Word *word = &tr->words[w];
@@ -472,6 +653,10 @@ static void trainer_free(BpeTrainer *tr) {
     free(tr->heap);
     free(tr->dirty);
     pairmap_free(&tr->pair_index);
+    for (int i = 0; i < tr->n_pieces; i++) free(tr->pieces[i]);
+    free(tr->pieces);
+    free(tr->piece_len);
+    free(tr->piece_set.slots);
 }
 
 // Replace every (a, b) in word w by new_id, left to right, updating the counts of the pairs
@@ -502,6 +687,10 @@ static void merge_in_word(BpeTrainer *tr, int w, int a, int b, int new_id) {
 static void merge_pair(BpeTrainer *tr, int p, int new_id) {
     // Detach the word list: pair_change may grow tr->pairs and move the Pair.
     int a = tr->pairs[p].a, b = tr->pairs[p].b, *words = tr->pairs[p].words, n = tr->pairs[p].n_words;
+    unsigned char joined[TOKENIZER_MAX_PIECE];
+    memcpy(joined, tr->pieces[a], (size_t)tr->piece_len[a]);
+    memcpy(joined + tr->piece_len[a], tr->pieces[b], (size_t)tr->piece_len[b]);
+    trainer_add_piece(tr, joined, tr->piece_len[a] + tr->piece_len[b]);
     tr->pairs[p].words = NULL;
     tr->pairs[p].n_words = tr->pairs[p].cap_words = 0;
     for (int i = 0; i < n; i++) merge_in_word(tr, words[i], a, b, new_id);
@@ -533,27 +722,93 @@ int tokenizer_train_bpe(Tokenizer *t, const unsigned char *text, size_t len, int
 // ----------------------------------------------------------------------------
 // encoding
 
-// Encode one chunk: merge the lowest-ranked adjacent pair everywhere, until none is left.
-// Merging all of its occurrences at once equals merging them one by one, since a merge's
-// new token only forms pairs of a later rank. Returns the count written to out (>= len).
-static int bpe_encode_chunk(const Tokenizer *t, const unsigned char *s, int len, int *out) {
-    const PairMap *rank = &t->index->merge_rank;
-    for (int i = 0; i < len; i++) out[i] = s[i];
-    int n = len;
-    for (;;) {
-        int best = -1, at = -1;
-        for (int i = 0; i + 1 < n; i++) {
-            int r = pairmap_get(rank, out[i], out[i + 1]);
-            if (r >= 0 && (best < 0 || r < best)) best = r, at = i;
-        }
-        if (best < 0) return n;
-        int a = out[at], b = out[at + 1], k = at;
-        for (int i = at; i < n;) {
-            if (i + 1 < n && out[i] == a && out[i + 1] == b) out[k++] = 256 + best, i += 2;
-            else out[k++] = out[i++];
-        }
-        n = k;
+// A merge waiting in a chunk: the pair starting at symbol `left`, of merge rank `rank`.
+typedef struct {
+    int rank, left;
+} Candidate;
+
+typedef struct {
+    int *next, *prev;  // (cap) the live symbols of the chunk as a linked list; -1 ends it
+    Candidate *heap;   // (cap) min-heap by rank, then by position
+    int heap_n, cap;
+} ChunkScratch;
+
+static bool candidate_before(Candidate x, Candidate y) {
+    return x.rank != y.rank ? x.rank < y.rank : x.left < y.left;
+}
+
+static void candidate_push(ChunkScratch *sc, Candidate c) {
+    int i = sc->heap_n++;
+    while (i > 0 && candidate_before(c, sc->heap[(i - 1) / 2])) {
+        sc->heap[i] = sc->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
     }
+    sc->heap[i] = c;
+}
+
+static Candidate candidate_pop(ChunkScratch *sc) {
+    Candidate top = sc->heap[0], last = sc->heap[--sc->heap_n];
+    int i = 0;
+    for (;;) {
+        int child = 2 * i + 1;
+        if (child >= sc->heap_n) break;
+        if (child + 1 < sc->heap_n && candidate_before(sc->heap[child + 1], sc->heap[child])) child++;
+        if (!candidate_before(sc->heap[child], last)) break;
+        sc->heap[i] = sc->heap[child];
+        i = child;
+    }
+    sc->heap[i] = last;
+    return top;
+}
+
+// Queue the pair starting at symbol i, if its right neighbour exists and the pair has a merge.
+static void queue_pair(const PairMap *rank, const int *ids, ChunkScratch *sc, int i) {
+    if (i < 0 || sc->next[i] < 0) return;
+    int r = pairmap_get(rank, ids[i], ids[sc->next[i]]);
+    if (r >= 0) candidate_push(sc, (Candidate){r, i});
+}
+
+// Encode one chunk as llama.cpp's gpt2 BPE does: take the queued pair of lowest rank (leftmost
+// on ties), skip it if a merge has changed it since, else merge it and queue the two pairs it
+// now forms with its neighbours. The n - 1 merges at most each queue two pairs, so the heap
+// holds fewer than 3n. Returns the count written to out (<= len).
+static int bpe_encode_chunk(const Tokenizer *t, const unsigned char *s, int len, int *out, ChunkScratch *sc) {
+    const PairMap *rank = &t->index->merge_rank;
+    if (3 * len > sc->cap) {
+        sc->cap = 3 * len;
+        sc->next = reallocCheck(sc->next, (size_t)sc->cap * sizeof *sc->next);
+        sc->prev = reallocCheck(sc->prev, (size_t)sc->cap * sizeof *sc->prev);
+        sc->heap = reallocCheck(sc->heap, (size_t)sc->cap * sizeof *sc->heap);
+    }
+    int *ids = out; // (len) symbol i's token; -1 once merged into its left neighbour
+    for (int i = 0; i < len; i++) {
+        ids[i] = s[i];
+        sc->prev[i] = i - 1;
+        sc->next[i] = i + 1 < len ? i + 1 : -1;
+    }
+    sc->heap_n = 0;
+    for (int i = 0; i + 1 < len; i++) queue_pair(rank, ids, sc, i);
+    while (sc->heap_n > 0) {
+        Candidate c = candidate_pop(sc);
+        int l = c.left, r = sc->next[l];
+        if (ids[l] < 0 || r < 0 || pairmap_get(rank, ids[l], ids[r]) != c.rank) continue; // stale
+        ids[l] = 256 + c.rank;
+        ids[r] = -1;
+        sc->next[l] = sc->next[r];
+        if (sc->next[r] >= 0) sc->prev[sc->next[r]] = l;
+        queue_pair(rank, ids, sc, sc->prev[l]);
+        queue_pair(rank, ids, sc, l);
+    }
+    int n = 0;
+    for (int i = 0; i < len; i++)
+        if (ids[i] >= 0) out[n++] = ids[i];
+    return n;
+}
+
+static void chunk_scratch_free(ChunkScratch *sc) {
+    free(sc->next);
+    free(sc->prev);
+    free(sc->heap);
 }
 
 typedef struct {
@@ -566,10 +821,12 @@ static size_t bpe_encode(const Tokenizer *t, const unsigned char *text, size_t l
     BytesMap seen; // chunk -> index in cached
     bytesmap_init(&seen, 64);
     CachedChunk *cached = NULL;
+    ChunkScratch scratch = {0};
     int n_cached = 0, cap = 0;
     size_t n = 0;
     for (size_t pos = 0, end; pos < len; pos = end) {
         end = tokenizer_chunk_end(text, len, pos);
+        if (end - pos > INT_MAX / 3) die("tokenizer: a %zu-byte chunk is too long to encode", end - pos);
         int c = bytesmap_add(&seen, text + pos, (int)(end - pos), n_cached);
         if (c < n_cached) {
             memcpy(tokens + n, tokens + cached[c].start, (size_t)cached[c].n * sizeof *tokens);
@@ -581,9 +838,10 @@ static size_t bpe_encode(const Tokenizer *t, const unsigned char *text, size_t l
             cached = reallocCheck(cached, (size_t)cap * sizeof *cached);
         }
         cached[n_cached].start = n;
-        cached[n_cached].n = bpe_encode_chunk(t, text + pos, (int)(end - pos), tokens + n);
+        cached[n_cached].n = bpe_encode_chunk(t, text + pos, (int)(end - pos), tokens + n, &scratch);
         n += (size_t)cached[n_cached++].n;
     }
+    chunk_scratch_free(&scratch);
     free(cached);
     free(seen.slots);
     return n;

@@ -22,7 +22,7 @@
 #include "model.h"
 #include "train.h"
 
-#define TRAIN_CODE_VERSION 2
+#define TRAIN_CODE_VERSION 3 // 3: the tokenizer splits text as llama.cpp's "starcoder" pre-tokenizer
 #define ZOO_MAX_MODELS 12
 
 typedef struct {

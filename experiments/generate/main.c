@@ -19,8 +19,17 @@
 // plain decoding (untimed prompt, same seed), for the speed-up. At T = 0 the two must be the
 // same tokens: if they are not, the first difference and the target's top-2 logit margin
 // there are reported and the exit status is 1.
+//
+//   bin/generate --model out/models/full/target.gguf --perplexity out/models/full/validation.txt
+//
+// --perplexity FILE scores FILE instead of generating, as llama.cpp's llama-perplexity does
+// (same number, so the two can be compared): BOS + FILE's tokens cut into chunks of --ctx
+// tokens (default the model's context; the tail that fills no chunk is dropped), the first
+// token of each chunk replaced by BOS, and the mean negative log-likelihood of the tokens of
+// each chunk's second half (after ctx / 2 positions); prints PPL = exp(that mean).
 #include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +48,8 @@ static int lookup;
 static double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty, rope_factor;
 static uint64_t seed;
 static int ignore_eos;
+static const char *perplexity_path;
+static long ppl_ctx;
 
 // The defaults are sampler_params_default's; the sampler checks the open ends of the ranges.
 static const LabOption OPTIONS[] = {
@@ -72,6 +83,10 @@ static const LabOption OPTIONS[] = {
      .help = "tokens drafted per target call with --draft or --lookup", .def = "4", .min = 1, .max = SPEC_MAX_GAMMA},
     {.name = "rope-scaling", .kind = LAB_TEXT, .value = &rope_scaling, .arg = "NAME",
      .help = "run with this RoPE scaling instead of the checkpoint's: none, linear, ntk, yarn"},
+    {.name = "perplexity", .kind = LAB_TEXT, .value = &perplexity_path, .arg = "FILE",
+     .help = "score FILE as llama-perplexity does instead of generating"},
+    {.name = "ctx", .kind = LAB_INT, .value = &ppl_ctx, .arg = "N",
+     .help = "--perplexity's chunk length (0 = the model's context)", .def = "0", .min = 0, .max = INT_MAX},
     {.name = "rope-factor", .kind = LAB_DOUBLE, .value = &rope_factor, .arg = "S",
      .help = "--rope-scaling's factor: the context becomes S x the one trained", .def = "1", .min = 1, .max = 1024},
     {0},
@@ -223,6 +238,64 @@ static int report_speculative(Run *g, const SamplerParams *params, const int *to
     return status;
 }
 
+static unsigned char *read_whole_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) die("%s: cannot open", path);
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *buf = mallocCheck(cap);
+    for (size_t got; (got = fread(buf + n, 1, cap - n, f)) > 0;)
+        if ((n += got) == cap) buf = reallocCheck(buf, cap *= 2);
+    if (ferror(f)) die("%s: read error", path);
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+// -log softmax(logits)[target], in double.
+static double token_nll(const float *logits, int V, int target) {
+    float max = logits[0];
+    for (int i = 1; i < V; i++) max = logits[i] > max ? logits[i] : max;
+    double sum = 0.0;
+    for (int i = 0; i < V; i++) sum += exp((double)logits[i] - max);
+    return log(sum) - ((double)logits[target] - max);
+}
+
+// --perplexity (see the header): prints the chunk count and PPL.
+static void perplexity(Model *m, const Tokenizer *tok) {
+    size_t len;
+    unsigned char *text = read_whole_file(perplexity_path, &len);
+    int *tokens = mallocCheck(tokenizer_max_tokens(len) * sizeof(int));
+    size_t n = tokenizer_encode(tok, text, len, true, false, tokens);
+    int ctx = ppl_ctx > 0 ? (int)ppl_ctx : m->config.seq_len, V = m->config.vocab_size, first = ctx / 2;
+    if (ctx > m->config.seq_len) die("--ctx %d exceeds the model's context of %d tokens", ctx, m->config.seq_len);
+    if (ctx < 2 || n < 2 * (size_t)ctx)
+        die("%s: %zu tokens; --perplexity needs at least 2 chunks of --ctx %d (>= 2) tokens", perplexity_path, n, ctx);
+    Engine e;
+    Session s;
+    Error err;
+    engine_open(&e, m, ops_cpu(), DTYPE_F32, ctx < 512 ? ctx : 512, ctx);
+    session_open(&s, &e, ctx);
+    float *logits = mallocCheck((size_t)ctx * V * sizeof(float)); // (ctx, V)
+    size_t n_chunks = n / (size_t)ctx;
+    double nll = 0.0;
+    long count = 0;
+    for (size_t c = 0; c < n_chunks; c++) {
+        int *chunk = tokens + c * (size_t)ctx, saved = chunk[0];
+        chunk[0] = tok->bos_id;
+        session_truncate(&s, 0);
+        if (session_prefill(&s, chunk, ctx, logits, &err)) die("%s", err.msg);
+        chunk[0] = saved;
+        for (int k = first; k + 1 < ctx; k++, count++) nll += token_nll(logits + (size_t)k * V, V, chunk[k + 1]);
+    }
+    printf("perplexity: %s, %zu tokens with BOS, %zu chunks of %d, %ld tokens scored: PPL = %.4f (%.9g)\n",
+           perplexity_path, n, n_chunks, ctx, count, exp(nll / count), exp(nll / count));
+    free(logits);
+    session_close(&s);
+    engine_close(&e);
+    free(tokens);
+    free(text);
+}
+
 static int run(LabRun *r) {
     (void)r;
     SamplerParams params = sampler_params();
@@ -233,6 +306,12 @@ static int run(LabRun *r) {
     Tokenizer tok;
     if (checkpoint_load(model_path, tokenizer_path, &model, &tok, &err) != 0) die("%s", err.msg);
     const Config *c = &model.config;
+    if (perplexity_path) {
+        perplexity(&model, &tok);
+        tokenizer_free(&tok);
+        model_free(&model);
+        return 0;
+    }
     if (rope_scaling) { // YaRN's ramp counts rotations over the context the model was trained at
         int trained = c->rope.orig_ctx > 0 ? c->rope.orig_ctx : c->seq_len;
         if (rope_override(&model.config.rope, rope_scaling, rope_factor, trained, &err))
