@@ -1,7 +1,9 @@
 // common.c: checked-call helpers and atomic file output (see common.h).
 #include "common.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,4 +109,29 @@ void atomic_abort(AtomicFile *af) {
     free(af->path);
     free(af->tmp_path);
     af->f = NULL;
+}
+
+// The pid of a temp file's name "<path>.tmp.<pid>", or 0 when it is not one.
+static long temp_file_pid(const char *name) {
+    const char *tmp = strstr(name, ".tmp.");
+    if (!tmp) return 0;
+    char *end;
+    long pid = strtol(tmp + 5, &end, 10);
+    return *end == '\0' && end != tmp + 5 && pid > 0 ? pid : 0;
+}
+
+int atomic_remove_stale(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int removed = 0;
+    char path[4096];
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        long pid = temp_file_pid(e->d_name);
+        // kill(pid, 0) succeeds, or fails with EPERM, while the process exists
+        if (pid == 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        removed += remove(path) == 0;
+    }
+    closedir(d);
+    return removed;
 }

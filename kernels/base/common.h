@@ -50,3 +50,6 @@ typedef struct {
 AtomicFile atomic_open(const char *path);
 void atomic_commit(AtomicFile *af);
 void atomic_abort(AtomicFile *af);
+// Remove the temp files ("*.tmp.<pid>") in dir whose process no longer runs: what a writer
+// killed before its commit left. A live writer's temp file is kept. Returns how many went.
+int atomic_remove_stale(const char *dir);

@@ -28,8 +28,8 @@ static const char *seed_path(const char *target, const char *name) {
 
 static void tiny_model(Model *m, int vocab_size, int tied, int llama2c) {
     Config c = config_default();
-    c.dim = 16, c.hidden_dim = 24, c.n_layers = 2, c.n_heads = 2, c.n_kv_heads = llama2c ? 2 : 1;
-    c.head_dim = 8, c.vocab_size = vocab_size, c.seq_len = 16, c.tied_embeddings = tied;
+    c.dim = 8, c.hidden_dim = 16, c.n_layers = 2, c.n_heads = 2, c.n_kv_heads = llama2c ? 2 : 1;
+    c.head_dim = 4, c.vocab_size = vocab_size, c.seq_len = 16, c.tied_embeddings = tied;
     char why[128];
     if (!config_validate(&c, why, sizeof why)) die("make_seeds: config: %s", why);
     model_alloc(m, &c);
