@@ -210,6 +210,10 @@ $(BUILD)/tests/test_render%: $(BUILD)/tests/test_render%.o $(RENDER_LIB) $(LIBS)
 	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(RENDER_LIBS) $(LDLIBS) -lcmocka
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBS)
 	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(LDLIBS) -lcmocka
+# the fuzzers' kept inputs go to every parser, the renderer's too
+$(BUILD)/tests/test_fuzz_regressions.o: INC := $(INCLUDES) $(RENDER_CFLAGS)
+$(BUILD)/tests/test_fuzz_regressions: $(BUILD)/tests/test_fuzz_regressions.o $(RENDER_LIB) $(LIBS)
+	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(RENDER_LIBS) $(LDLIBS) -lcmocka
 
 test: $(TESTS) $(PROGRAMS)
 	@failed=""; for t in $(TESTS); do \

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void die(const char *fmt, ...) {
@@ -71,6 +72,27 @@ void fwrite_check(const void *p, size_t size, size_t n, FILE *f, const char *fil
 
 void fclose_check(FILE *f, const char *file, int line) {
     if (fclose(f) != 0) die("%s:%d: close failed: %s", file, line, strerror(errno));
+}
+
+int file_read_all(const char *path, char **buf, size_t *len, Error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return error_set(err, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    int rc = 0;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        rc = error_set(err, "%s: not a regular file", path);
+    } else {
+        *buf = mallocCheck((size_t)st.st_size + 1);
+        *len = fread(*buf, 1, (size_t)st.st_size, f);
+        if (ferror(f) || *len != (size_t)st.st_size) {
+            free(*buf);
+            rc = error_set(err, "%s: read failed", path);
+        } else {
+            (*buf)[*len] = '\0';
+        }
+    }
+    fclose(f);
+    return rc;
 }
 
 static char *string_dup(const char *s) {
