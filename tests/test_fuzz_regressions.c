@@ -1,8 +1,9 @@
 // test_fuzz_regressions.c: every input that `make fuzz` found to crash, leak, hang or
 // exhaust memory, kept under tests/fixtures/fuzz/<target>/ once the parser was fixed, is fed
 // to that parser in the normal build: each must end in an error with a message, not a crash.
-// Found so far (see the commits): template, an @include of a file that is not a regular file
-// (/dev/zero read without end until memory ran out; a directory read as an empty template).
+// Kept so far: template, an @include of a file that is not a regular file (fuzz_template ran
+// out of memory reading /dev/zero; a directory read as an empty template). That input was
+// written by hand for the fuzz target (libFuzzer cannot guess a path), not found by it.
 // Run from the repository root: make build/tests/test_fuzz_regressions && ./build/tests/test_fuzz_regressions
 #include <setjmp.h>
 #include <stdarg.h>
