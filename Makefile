@@ -4,6 +4,7 @@
 #   make          build bin/* (CUDA parts only when nvcc is found; CUDA=0 turns them off)
 #   make test     build and run the cmocka tests (SANITIZE=1: with ASan + UBSan)
 #   make report   models -> experiments -> out/<hw>/report.pdf  (PROFILE=quick|full)
+#   make fuzz     build the libFuzzer targets (clang), run each FUZZ_SECONDS (default 60; FUZZ_RUNS=N caps)
 #   make clean    remove build outputs (out/ is kept; `make distclean` removes it too)
 
 PROFILE  ?= full
@@ -16,7 +17,8 @@ BUILD    ?= $(if $(filter 1,$(SANITIZE)),build-san,build)
 BIN      := $(if $(filter 1,$(SANITIZE)),$(BUILD)/bin,bin)
 
 DEB_PACKAGES := build-essential pkg-config libopenblas-openmp-dev libcairo2-dev libhpdf-dev \
-                libcmocka-dev bible-kjv fonts-dejavu-core poppler-utils qpdf gzip bzip2 xz-utils
+                libcmocka-dev bible-kjv fonts-dejavu-core poppler-utils qpdf gzip bzip2 xz-utils \
+                clang libclang-rt-14-dev util-linux
 # PyPI packages the tests use: gguf, llama.cpp's reference GGUF reader (test_quantized)
 PY_PACKAGES  := gguf
 
@@ -117,14 +119,14 @@ TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 LIBS     := $(HELPER_LIB) $(LAB_LIB) $(ENGINE_LIB) $(CUDA_LIB) $(KERNEL_LIB) $(BASE_LIB)
 LINK_LIBS = $(filter %.a,$^)
 
-.PHONY: all deps test report experiments models compare gpu-check clean distclean help FORCE
+.PHONY: all deps test report experiments models compare gpu-check fuzz clean distclean help FORCE
 .SECONDARY:
 .DEFAULT_GOAL := all
 
 all: $(PROGRAMS)
 
 help:
-	@sed -n '1,9p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '1,10p' Makefile | sed 's/^# \{0,1\}//'
 
 # --- dependencies ---------------------------------------------------------------------
 deps:
@@ -208,6 +210,10 @@ $(BUILD)/tests/test_render%: $(BUILD)/tests/test_render%.o $(RENDER_LIB) $(LIBS)
 	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(RENDER_LIBS) $(LDLIBS) -lcmocka
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBS)
 	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(LDLIBS) -lcmocka
+# the fuzzers' kept inputs go to every parser, the renderer's too
+$(BUILD)/tests/test_fuzz_regressions.o: INC := $(INCLUDES) $(RENDER_CFLAGS)
+$(BUILD)/tests/test_fuzz_regressions: $(BUILD)/tests/test_fuzz_regressions.o $(RENDER_LIB) $(LIBS)
+	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(RENDER_LIBS) $(LDLIBS) -lcmocka
 
 test: $(TESTS) $(PROGRAMS)
 	@failed=""; for t in $(TESTS); do \
@@ -276,11 +282,15 @@ REPORT_CSVS = $(foreach e,$(EXPERIMENTS),$(OUT)/$($(e)_CSV)) \
 # the GPU part, and the step has no stamp, so the next `make report` tries again.
 RUN_CUDA   = rm -f $(OUT)/$($(1)_CUDA_SKIP); rc=0; $(call RUN,$(1)) --backend cuda $(2) || rc=$$?; \
              if [ $$rc -eq 2 ]; then echo "no usable CUDA device (see the make log)" > $(OUT)/$($(1)_CUDA_SKIP); \
-             elif [ $$rc -ne 0 ]; then exit $$rc; else touch $@; fi
+             elif [ $$rc -ne 0 ]; then exit $$rc; else rm -f $@ && touch $@; fi
 
+# The build runs under a lock (two `make report` at once never compile the same object), the
+# run-directory steps as one transaction under OUT's lock (scripts/report_run.sh): a run
+# killed at any moment leaves the previous run directory byte for byte, and two runs into one
+# OUT take turns.
 report: deps
-	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory report-run OUT="$${OUT:-out/$$($(BIN)/hwinfo --slug)}"
+	@mkdir -p $(BUILD) && flock $(BUILD)/.lock $(MAKE) --no-print-directory all
+	@scripts/report_run.sh "$${OUT:-out/$$($(BIN)/hwinfo --slug)}" $(MAKE) --no-print-directory report-run
 
 # Every experiment's step into OUT, without the PDF (the end-to-end test reruns them).
 experiments:
@@ -295,7 +305,6 @@ models:
 ifneq ($(OUT),)
 .PHONY: report-run
 report-run: $(OUT)/report.pdf
-	@echo "report: $(OUT)/report.pdf"
 
 # bin/train retrains only models whose key (config, corpus, code version) changed, and leaves
 # up-to-date files untouched, so experiments re-run only when their model really changed.
@@ -303,9 +312,11 @@ $(MODELS_DIR)/%.gguf: $(BIN)/train FORCE
 	$(BIN)/train --profile $(PROFILE) --out $(MODELS_DIR) --model $*
 
 # Rewritten only when the profile differs from the last run's, so switching re-runs all.
+# Every file of the run directory is replaced (temp + rename), never written in place: the
+# stage of scripts/report_run.sh shares its files' inodes with the previous run's.
 $(OUT)/profile.stamp: FORCE
 	@mkdir -p $(OUT)
-	@echo $(PROFILE) | cmp -s - $@ || echo $(PROFILE) > $@
+	@echo $(PROFILE) | cmp -s - $@ || { echo $(PROFILE) > $@.tmp.$$$$ && mv $@.tmp.$$$$ $@; }
 
 # The steps of experiment $(1): on the CPU, and (for CUDA experiments) on the GPU.
 define EXPERIMENT_STEPS
@@ -322,10 +333,11 @@ $(foreach e,$(EXPERIMENTS),$(eval $(call EXPERIMENT_STEPS,$(e))))
 # table, passkey retrieval by depth and context, and the target's training log. Copied (via
 # a temp file, so never half-written) once every model of the report is trained.
 MODEL_LOGS := $(OUT)/zoo.csv $(OUT)/passkey.csv $(OUT)/train_log_target.csv
+COPY_ATOMIC = cp $(1) $@.tmp.$$$$ && mv $@.tmp.$$$$ $@
 $(OUT)/zoo.csv $(OUT)/passkey.csv: $(OUT)/%.csv: $(TARGET) $(DRAFTS) $(ATTN_VARIANTS)
-	cp $(MODELS_DIR)/$*.csv $@.tmp && mv $@.tmp $@
+	$(call COPY_ATOMIC,$(MODELS_DIR)/$*.csv)
 $(OUT)/train_log_target.csv: $(TARGET)
-	cp $(MODELS_DIR)/target.csv $@.tmp && mv $@.tmp $@
+	$(call COPY_ATOMIC,$(MODELS_DIR)/target.csv)
 
 $(OUT)/report.pdf: $(REPORT_CSVS) $(MODEL_LOGS) $(BIN)/render $(wildcard templates/*.tmpl templates/*/*.tmpl)
 	$(BIN)/render --out $@ $(OUT)
@@ -336,13 +348,37 @@ compare: $(BIN)/render
 	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make compare A=out/<hw1> B=out/<hw2>"; exit 2; }
 	$(BIN)/render --compare $(A) $(B)
 
+# --- fuzzing ----------------------------------------------------------------------------
+# One libFuzzer target per parser, tests/fuzz/fuzz_<name>.c, built with clang in build-fuzz/
+# (ASan + UBSan + libFuzzer; OpenMP pragmas off, so one thread; libgomp only for omp_* calls). `make fuzz FUZZ_SECONDS=N` runs each for N
+# seconds on a seed corpus of real files and of build-fuzz/make_seeds' tiny valid ones
+# (scripts/fuzz.sh). What a run finds goes to build-fuzz/artifacts/<name>/; once fixed, the
+# input is kept in tests/fixtures/fuzz/<name>/, which test_fuzz_regressions feeds to the normal build.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD   := build-fuzz
+FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -g -march=$(MARCH) -fno-omit-frame-pointer -Wno-unknown-pragmas \
+                -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+                -I/usr/include/$(MULTIARCH)/openblas-openmp $(INCLUDES) $(RENDER_CFLAGS)
+FUZZ_LIB     := $(FUZZ_BUILD)/libfuzzed.a
+$(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+$(FUZZ_LIB): $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(BASE_SRC) $(KERNEL_SRC) $(ENGINE_SRC) $(RENDER_SRC))
+	rm -f $@ && $(AR) rcs $@ $^
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_input.h $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_LIB) -o $@ $(LDLIBS) $(RENDER_LIBS) -lgomp
+fuzz: $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_NAMES)) $(BUILD)/tests/fuzz/make_seeds
+	scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(BUILD)/tests/fuzz/make_seeds $(FUZZ_NAMES)
+
 # On a machine with an NVIDIA GPU: build, run the CUDA tests and the CUDA measurements,
 # and print a summary table last (`make report` there runs the CUDA experiments as well).
 gpu-check:
 	scripts/gpu_check.sh out/gpu-check
 
 clean:
-	rm -rf build build-san $(BIN)
+	rm -rf build build-san build-fuzz $(BIN)
 distclean: clean
 	rm -rf out
 

@@ -346,6 +346,8 @@ int main(int argc, char **argv) {
     kernels_set_threads(o.common.threads);
     const char *dir = o.common.out_dir;
     if (meta_make_dir(dir, &err)) die("%s", err.msg);
+    int stale_temps = atomic_remove_stale(dir); // a killed train's half-written models and logs
+    if (stale_temps > 0) fprintf(stderr, "train: removed %d temp file(s) left by a killed run in %s\n", stale_temps, dir);
 
     double start = now_seconds();
     Corpus corpus;

@@ -270,17 +270,10 @@ int table_parse(Table *t, const char *name, const char *text, size_t len, Error 
 
 int table_load(Table *t, const char *path, Error *err) {
     memset(t, 0, sizeof *t);
-    FILE *f = fopen(path, "rb");
-    if (!f) return error_set(err, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    char *text = mallocCheck(cap);
-    for (size_t got; (got = fread(text + len, 1, cap - len, f)) > 0;) {
-        len += got;
-        if (len == cap) text = reallocCheck(text, cap *= 2);
-    }
-    int bad = ferror(f);
-    fclose(f);
-    int status = bad ? error_set(err, "%s: read failed", path) : table_parse(t, path, text, len, err);
+    char *text;
+    size_t len;
+    if (file_read_all(path, &text, &len, err)) return -1;
+    int status = table_parse(t, path, text, len, err);
     free(text);
     return status;
 }

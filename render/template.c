@@ -318,24 +318,6 @@ static int parse_line(Parser *p, char *line, Error *err) {
     return 0;
 }
 
-static char *read_file(const char *path, size_t *len, Error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        error_set(err, "%s: cannot open template: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 4096, n = 0;
-    char *buf = mallocCheck(cap);
-    for (size_t got; (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
-        n += got;
-        if (n + 1 == cap) buf = reallocCheck(buf, cap *= 2);
-    }
-    fclose(f);
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
-
 static const char *remember_file(Template *t, const char *path) {
     t->files = reallocCheck(t->files, (size_t)(t->n_files + 1) * sizeof *t->files);
     t->files[t->n_files] = dup_str(path);
@@ -354,8 +336,11 @@ static int parse_file(Parser *p, const char *path, Error *err) {
     if (p->depth == MAX_INCLUDE_DEPTH)
         return error_set(err, "%s:%d: includes nested more than %d deep", p->file, p->line, MAX_INCLUDE_DEPTH);
     size_t len;
-    char *text = read_file(path, &len, err);
-    if (!text) return -1;
+    char *text;
+    Error inner;
+    if (file_read_all(path, &text, &len, &inner))
+        return p->depth == 0 ? error_set(err, "%s", inner.msg)
+                             : error_set(err, "%s:%d: cannot include: %s", p->file, p->line, inner.msg);
     long bad = utf8_invalid_at(text, len);
     if (bad >= 0) {
         int line = 1;

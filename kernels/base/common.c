@@ -1,11 +1,14 @@
 // common.c: checked-call helpers and atomic file output (see common.h).
 #include "common.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void die(const char *fmt, ...) {
@@ -71,6 +74,27 @@ void fclose_check(FILE *f, const char *file, int line) {
     if (fclose(f) != 0) die("%s:%d: close failed: %s", file, line, strerror(errno));
 }
 
+int file_read_all(const char *path, char **buf, size_t *len, Error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return error_set(err, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    int rc = 0;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        rc = error_set(err, "%s: not a regular file", path);
+    } else {
+        *buf = mallocCheck((size_t)st.st_size + 1);
+        *len = fread(*buf, 1, (size_t)st.st_size, f);
+        if (ferror(f) || *len != (size_t)st.st_size) {
+            free(*buf);
+            rc = error_set(err, "%s: read failed", path);
+        } else {
+            (*buf)[*len] = '\0';
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
 static char *string_dup(const char *s) {
     size_t n = strlen(s) + 1;
     char *d = mallocCheck(n);
@@ -107,4 +131,29 @@ void atomic_abort(AtomicFile *af) {
     free(af->path);
     free(af->tmp_path);
     af->f = NULL;
+}
+
+// The pid of a temp file's name "<path>.tmp.<pid>", or 0 when it is not one.
+static long temp_file_pid(const char *name) {
+    const char *tmp = strstr(name, ".tmp.");
+    if (!tmp) return 0;
+    char *end;
+    long pid = strtol(tmp + 5, &end, 10);
+    return *end == '\0' && end != tmp + 5 && pid > 0 ? pid : 0;
+}
+
+int atomic_remove_stale(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int removed = 0;
+    char path[4096];
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        long pid = temp_file_pid(e->d_name);
+        // kill(pid, 0) succeeds, or fails with EPERM, while the process exists
+        if (pid == 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        removed += remove(path) == 0;
+    }
+    closedir(d);
+    return removed;
 }

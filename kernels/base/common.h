@@ -39,6 +39,11 @@ typedef struct {
 // Format the message into err (if non-NULL) and return -1.
 int error_set(Error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+// Read a whole regular file into a malloc'd buffer with a NUL after its *len bytes. Anything
+// else (a directory, /dev/zero, a FIFO) is an error, not an endless read. 0, or -1 with err
+// naming the path ("cannot open: ...", "not a regular file", "read failed").
+int file_read_all(const char *path, char **buf, size_t *len, Error *err);
+
 // Atomic output: write to "<path>.tmp.<pid>", then rename over <path> on commit, so an
 // interrupted run never leaves a half-written file. atomic_abort removes the temp file.
 typedef struct {
@@ -50,3 +55,6 @@ typedef struct {
 AtomicFile atomic_open(const char *path);
 void atomic_commit(AtomicFile *af);
 void atomic_abort(AtomicFile *af);
+// Remove the temp files ("*.tmp.<pid>") in dir whose process no longer runs: what a writer
+// killed before its commit left. A live writer's temp file is kept. Returns how many went.
+int atomic_remove_stale(const char *dir);

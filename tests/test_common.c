@@ -1,0 +1,97 @@
+// test_common.c: the base layer's atomic files (kernels/base/common.c): a commit replaces the
+// file in one rename, an abort leaves nothing, and atomic_remove_stale removes exactly the temp
+// files of writers that no longer run (a killed writer's), never a live writer's or other files.
+// Run: make build/tests/test_common && ./build/tests/test_common
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common.h"
+
+static char dir[64];
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/inferlab-common-XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd);
+}
+
+static int file_exists(const char *name) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static void touch(const char *name) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    fclose(fopenCheck(path, "w"));
+}
+
+// The pid of a process that has exited (and been reaped), so no process has it for now.
+static long dead_pid(void) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    waitpid(pid, NULL, 0);
+    return (long)pid;
+}
+
+static void test_commit_and_abort(void **state) {
+    (void)state;
+    char path[256];
+    snprintf(path, sizeof path, "%s/out.csv", dir);
+    AtomicFile af = atomic_open(path);
+    fputs("a,b\n", af.f);
+    assert_false(file_exists("out.csv")); // nothing under the name until the commit
+    atomic_commit(&af);
+    assert_true(file_exists("out.csv"));
+    af = atomic_open(path);
+    fputs("half", af.f);
+    atomic_abort(&af);
+    FILE *f = fopenCheck(path, "r");
+    char line[16];
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_string_equal(line, "a,b\n"); // the abort kept the committed file
+    fclose(f);
+}
+
+static void test_remove_stale_temps(void **state) {
+    (void)state;
+    char live[64], dead[64], dead2[64];
+    snprintf(live, sizeof live, "model.gguf.tmp.%ld", (long)getpid());
+    snprintf(dead, sizeof dead, "model.gguf.tmp.%ld", dead_pid());
+    snprintf(dead2, sizeof dead2, "zoo.csv.tmp.%ld", dead_pid());
+    const char *kept[] = {live, "model.gguf", "notes.tmp.txt", "x.tmp.", "y.tmp.12a"};
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) touch(kept[i]);
+    touch(dead);
+    touch(dead2);
+    assert_int_equal(atomic_remove_stale(dir), 2);
+    assert_false(file_exists(dead));
+    assert_false(file_exists(dead2));
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) assert_true(file_exists(kept[i]));
+    assert_int_equal(atomic_remove_stale(dir), 0);
+    assert_int_equal(atomic_remove_stale("/nonexistent/inferlab"), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_commit_and_abort),
+        cmocka_unit_test(test_remove_stale_temps),
+    };
+    return cmocka_run_group_tests_name("common", tests, setup, teardown);
+}
