@@ -70,6 +70,7 @@ hwline=$(slurmd -C | head -1 | sed 's/^NodeName=[^ ]* //; s/ UpTime.*//')
     echo "SchedulerType=sched/backfill"
     echo "MpiDefault=none"
     echo "ReturnToService=2"
+    echo "MinJobAge=3600"  # finished jobs stay listed (scontrol show job) for an hour
     echo "SlurmctldTimeout=30"
     echo "SlurmdTimeout=30"
     echo "MailProg=/bin/true"
