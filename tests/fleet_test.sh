@@ -44,7 +44,9 @@ wait_jobs() {
 show_jobs() {
     echo "== $1"
     for id in $(awk '{ print $2 }' "$fleet/jobs.txt"); do
-        scontrol -o show job "$id" | tr ' ' '\n' | grep -E '^(JobId|ArrayTaskId|JobName|Partition|JobState|RunTime)=' | paste -sd' '
+        scontrol -o show job "$id" | while read -r record; do # one line per job, or per array task
+            tr ' ' '\n' <<< "$record" | grep -E '^(JobId|ArrayTaskId|JobName|Partition|JobState|RunTime)=' | paste -sd' '
+        done
     done
 }
 mtimes() { (cd "$fleet/cpu" && stat -c '%Y %n' *.csv report.pdf); }
