@@ -5,6 +5,7 @@
 #   make test     build and run the cmocka tests (SANITIZE=1: with ASan + UBSan)
 #   make report   models -> experiments -> out/<hw>/report.pdf  (PROFILE=quick|full)
 #   make fuzz     build the libFuzzer targets (clang), run each FUZZ_SECONDS (default 60; FUZZ_RUNS=N caps)
+#   make fleet    every partition of a Slurm cluster runs the lab; one comparison report (README)
 #   make clean    remove build outputs (out/ is kept; `make distclean` removes it too)
 
 PROFILE  ?= full
@@ -18,7 +19,8 @@ BIN      := $(if $(filter 1,$(SANITIZE)),$(BUILD)/bin,bin)
 
 DEB_PACKAGES := build-essential pkg-config libopenblas-openmp-dev libcairo2-dev libhpdf-dev \
                 libcmocka-dev bible-kjv fonts-dejavu-core poppler-utils qpdf gzip bzip2 xz-utils \
-                clang libclang-rt-14-dev util-linux
+                clang libclang-rt-14-dev util-linux \
+                slurm-wlm
 # PyPI packages the tests use: gguf, llama.cpp's reference GGUF reader (test_quantized)
 PY_PACKAGES  := gguf
 
@@ -119,7 +121,7 @@ TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 LIBS     := $(HELPER_LIB) $(LAB_LIB) $(ENGINE_LIB) $(CUDA_LIB) $(KERNEL_LIB) $(BASE_LIB)
 LINK_LIBS = $(filter %.a,$^)
 
-.PHONY: all deps test report experiments models compare gpu-check fuzz clean distclean help FORCE
+.PHONY: all deps test report experiments models compare fleet gpu-check fuzz clean distclean help FORCE
 .SECONDARY:
 .DEFAULT_GOAL := all
 
@@ -343,10 +345,21 @@ $(OUT)/report.pdf: $(REPORT_CSVS) $(MODEL_LOGS) $(BIN)/render $(wildcard templat
 	$(BIN)/render --out $@ $(OUT)
 endif
 
-# Overlay two run directories: make compare A=out/<hw1> B=out/<hw2>
+# Overlay run directories: make compare A=out/<hw1> B=out/<hw2>, or RUNS="out/<hw1> out/<hw2> ..."
+# (up to six; one that has no results is named as missing)
+RUNS ?= $(A) $(B)
 compare: $(BIN)/render
-	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make compare A=out/<hw1> B=out/<hw2>"; exit 2; }
-	$(BIN)/render --compare $(A) $(B)
+	@test $(words $(RUNS)) -ge 2 || { echo "usage: make compare A=out/<hw1> B=out/<hw2>  (or RUNS=\"DIR DIR ...\")"; exit 2; }
+	$(BIN)/render --compare $(RUNS)
+
+# The lab on every partition of a Slurm cluster, then one comparison (scripts/fleet, README):
+#   make fleet PARTITIONS="cpu a100 h100" FLEET_DIR=/shared/inferlab [PROFILE=quick]
+# FLEET_EXPERIMENTS="a b" runs only those experiments; FLEET_MAKE="CUDA=0" passes variables to
+# the jobs' make; FLEET_ARRAY=N instead splits the needle sweep across an N-task job array.
+fleet:
+	@test -n "$(PARTITIONS)" -a -n "$(FLEET_DIR)" || { echo "usage: make fleet PARTITIONS=\"p1 p2 ...\" FLEET_DIR=DIR [PROFILE=quick]"; exit 2; }
+	scripts/fleet --profile $(PROFILE) --experiments "$(FLEET_EXPERIMENTS)" --make "$(FLEET_MAKE)" \
+	    $(if $(FLEET_ARRAY),--array $(FLEET_ARRAY)) $(FLEET_DIR) $(PARTITIONS)
 
 # --- fuzzing ----------------------------------------------------------------------------
 # One libFuzzer target per parser, tests/fuzz/fuzz_<name>.c, built with clang in build-fuzz/

@@ -22,7 +22,8 @@
 #include "ticks.h"
 
 typedef enum { CHART_LINE, CHART_BAR, CHART_HEATMAP, CHART_ROOFLINE } ChartKind;
-typedef enum { STYLE_SOLID, STYLE_DASHED, STYLE_DOTTED } LineStyle;
+// Dotted marks reference curves in a comparison; the others tell machines apart (report_parts.h).
+typedef enum { STYLE_SOLID, STYLE_DASHED, STYLE_DOTTED, STYLE_DASHDOT, STYLE_LONGDASH, STYLE_DASHDOTDOT, STYLE_SHORTDASH } LineStyle;
 
 #define PALETTE_SIZE 8
 #define MARKER_COUNT 7

@@ -56,13 +56,22 @@ static void set_colour(cairo_t *cr, int i, double lighten) {
 }
 
 static void set_line(cairo_t *cr, LineStyle style, double width) {
-    static const double dashed[] = {5.0, 3.0}, dotted[] = {0.8, 2.2};
+    static const struct {
+        double dash[6];
+        int n;
+    } patterns[] = {
+        [STYLE_SOLID] = {{0}, 0},
+        [STYLE_DASHED] = {{5.0, 3.0}, 2},
+        [STYLE_DOTTED] = {{0.8, 2.2}, 2},
+        [STYLE_DASHDOT] = {{5.0, 2.0, 1.0, 2.0}, 4},
+        [STYLE_LONGDASH] = {{9.0, 3.0}, 2},
+        [STYLE_DASHDOTDOT] = {{5.0, 1.8, 1.0, 1.8, 1.0, 1.8}, 6},
+        [STYLE_SHORTDASH] = {{2.2, 1.6}, 2},
+    };
     cairo_set_line_width(cr, width);
     cairo_set_line_cap(cr, style == STYLE_DOTTED ? CAIRO_LINE_CAP_ROUND : CAIRO_LINE_CAP_BUTT);
     cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
-    if (style == STYLE_DASHED) cairo_set_dash(cr, dashed, 2, 0);
-    else if (style == STYLE_DOTTED) cairo_set_dash(cr, dotted, 2, 0);
-    else cairo_set_dash(cr, NULL, 0, 0);
+    cairo_set_dash(cr, patterns[style].n ? patterns[style].dash : NULL, patterns[style].n, 0);
 }
 
 static void set_font(cairo_t *cr, double size, int bold) {

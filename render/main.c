@@ -1,7 +1,7 @@
 // main.c: bin/render, the lab report renderer. CSVs + templates -> cairo charts -> PDF.
 //
 //   bin/render out/xeon-2c                       # out/xeon-2c/report.pdf + out/xeon-2c/figures/*.png
-//   bin/render --compare out/A out/B             # out/compare-A-vs-B.pdf
+//   bin/render --compare out/A out/B out/C       # out/compare-A-vs-B-vs-C.pdf
 //   bin/render --help
 //
 // The renderer knows nothing about models: it reads the run directory's CSVs and meta.csv,
@@ -14,22 +14,25 @@
 #include <unistd.h>
 
 #include "report.h"
+#include "rundata.h"
 #include "table.h"
 
 static void usage(FILE *f) {
     fputs("usage: bin/render [options] RUN_DIR\n"
-          "       bin/render --compare [options] DIR_A DIR_B\n"
+          "       bin/render --compare [options] DIR_A DIR_B [DIR_C...]\n"
           "\n"
           "Renders the lab report of a run directory (out/<hw>/): RUN_DIR/report.pdf, and every\n"
-          "figure as RUN_DIR/figures/<id>.png. With --compare, overlays two runs (A solid, B dashed)\n"
-          "and tabulates B/A ratios, writing compare-<A>-vs-<B>.pdf next to DIR_A.\n"
+          "figure as RUN_DIR/figures/<id>.png. With --compare, overlays 2 to 6 runs, machines A, B, C...\n"
+          "(A solid, B dashed, C dash-dot...), tabulates ratios against A and ends with \"which machine\n"
+          "wins what\", writing compare-<A>-vs-<B>...pdf next to DIR_A. A directory without results (none,\n"
+          "or no meta.csv) is named as missing and the others are compared.\n"
           "\n"
           "options:\n"
           "  -t, --template FILE  report template (default templates/report.tmpl, looked up in the\n"
           "                       current directory, then beside the program: ../templates/)\n"
           "  -o, --out FILE       PDF to write (default RUN_DIR/report.pdf)\n"
           "  -f, --figures DIR    directory for the figure PNGs (default RUN_DIR/figures)\n"
-          "  -c, --compare        compare two run directories\n"
+          "  -c, --compare        compare run directories\n"
           "      --dpi N          figure resolution in dots per inch (default 200, at least 200)\n"
           "      --strict         a placeholder, figure or table that finds no rows is an error\n"
           "                       (by default: a warning, and \"n/a\" in the text)\n"
@@ -80,10 +83,10 @@ int main(int argc, char **argv) {
         default: fputs("render: try 'bin/render --help'\n", stderr); return 2;
         }
     }
-    int want = compare ? 2 : 1;
-    if (argc - optind != want) {
-        fprintf(stderr, "render: %s, got %d\n", compare ? "--compare needs two run directories" : "give one run directory",
-                argc - optind);
+    int given = argc - optind;
+    if (compare ? given < 2 || given > MAX_RUNS : given != 1) {
+        if (compare) fprintf(stderr, "render: --compare needs 2 to %d run directories, got %d\n", MAX_RUNS, given);
+        else fprintf(stderr, "render: give one run directory, got %d\n", given);
         fputs("render: try 'bin/render --help'\n", stderr);
         return 2;
     }
@@ -93,13 +96,14 @@ int main(int argc, char **argv) {
     }
     if (!o.template_path) o.template_path = default_template(template_buf, sizeof template_buf);
     Error err;
-    int status = compare ? report_compare(&o, argv[optind], argv[optind + 1], &err) : report_render(&o, argv[optind], &err);
+    const char **dirs = (const char **)argv + optind;
+    int status = compare ? report_compare(&o, dirs, given, &err) : report_render(&o, dirs[0], &err);
     if (status) {
         fprintf(stderr, "render: error: %s\n", err.msg);
         return 1;
     }
     char *out = NULL;
-    if (!o.out_path && compare) out = compare_default_path(argv[optind], argv[optind + 1]);
+    if (!o.out_path && compare) out = compare_default_path(dirs, given);
     if (o.out_path) fprintf(stderr, "render: wrote %s\n", o.out_path);
     else if (compare) fprintf(stderr, "render: wrote %s\n", out);
     else fprintf(stderr, "render: wrote %s/report.pdf\n", argv[optind]);

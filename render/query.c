@@ -507,19 +507,20 @@ char *expand_text(const char *text, const char *where, RunData **runs, int n_run
             return NULL;
         }
         char *ph = dup_trimmed(s + 1, (size_t)(close - s - 1));
-        char values[2][512];
-        int bad = 0;
-        for (int i = 0; i < n_runs && !bad; i++)
+        char values[MAX_RUNS][512];
+        int bad = n_runs > MAX_RUNS ? error_set(err, "%s: more than %d runs", where, MAX_RUNS) : 0, same = 1;
+        for (int i = 0; i < n_runs && !bad; i++) {
             bad = placeholder_text(ph, where, runs[i], strict, values[i], sizeof values[i], err) != QUERY_OK;
+            same &= bad || strcmp(values[i], values[0]) == 0;
+        }
         free(ph);
         if (bad) {
             free(b.s);
             return NULL;
         }
-        buf_add(&b, values[0], strlen(values[0]));
-        if (n_runs == 2 && strcmp(values[0], values[1]) != 0) {
-            buf_add(&b, " → ", strlen(" → "));
-            buf_add(&b, values[1], strlen(values[1]));
+        for (int i = 0; i < (same ? 1 : n_runs); i++) { // "a → b → c" in a comparison, once when all agree
+            if (i) buf_add(&b, " → ", strlen(" → "));
+            buf_add(&b, values[i], strlen(values[i]));
         }
         s = close + 1;
     }

@@ -63,8 +63,8 @@ int query_eval(const char *expr, RunData *run, Value *out, Error *err);
 // Evaluate "EXPR | FORMAT UNIT" and write the formatted result.
 int query_format(const char *placeholder, RunData *run, char *buf, size_t size, Error *err);
 
-// Fill every {placeholder} in text ("{{" and "}}" are literal braces). With two runs each
-// placeholder shows "A → B" (once when both agree). `where` ("file:line") prefixes
+// Fill every {placeholder} in text ("{{" and "}}" are literal braces). With several runs
+// (at most MAX_RUNS) each placeholder shows "A → B → C" (once when all agree). `where` ("file:line") prefixes
 // messages. QUERY_NO_DATA prints "n/a" and a warning, or fails when strict. Returns a
 // malloc'd string, or NULL with err set.
 char *expand_text(const char *text, const char *where, RunData **runs, int n_runs, int strict, Error *err);

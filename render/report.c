@@ -123,7 +123,8 @@ static void title_page(Report *r, const char *title, const char *subtitle) {
     facts.headers[0] = dup_string("Run");
     for (int i = 0; i < r->n_runs; i++) {
         char head[300];
-        snprintf(head, sizeof head, "%s%s", r->n_runs == 2 ? (i ? "B: " : "A: ") : "", r->runs[i].label);
+        if (r->compare) snprintf(head, sizeof head, "%c: %s", machine_letter(i), r->runs[i].label);
+        else snprintf(head, sizeof head, "%s", r->runs[i].label);
         facts.headers[1 + i] = dup_string(head);
     }
     for (int k = 0; k < n_keys; k++) {
@@ -131,18 +132,27 @@ static void title_page(Report *r, const char *title, const char *subtitle) {
         for (int i = 0; i < r->n_runs; i++)
             facts.cells[k * facts.n_cols + 1 + i] = meta_display_value(keys[k], rundata_meta(&r->runs[i], keys[k]));
     }
-    char footnote[2 * PATH_MAX + 400], when[64];
+    char footnote[(MAX_RUNS + 1) * (PATH_MAX + 300)], when[64];
     time_t now = time(NULL);
     strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    if (r->n_runs == 1)
+    if (!r->compare)
         snprintf(footnote, sizeof footnote, "Rendered %s by bin/render from %s with the template %s.%s", when,
                  r->runs[0].dir, r->o->template_path, n_keys ? "" : " The run directory has no meta.csv.");
-    else
-        snprintf(footnote, sizeof footnote,
-                 "Rendered %s by bin/render --compare from %s (A) and %s (B) with the template %s. Numbers in the "
-                 "text read A → B; figures draw A solid and B dashed (hollow markers); tables give B/A ratios for "
-                 "rows whose key columns match.",
-                 when, r->runs[0].dir, r->runs[1].dir, r->o->template_path);
+    else {
+        snprintf(footnote, sizeof footnote, "Rendered %s by bin/render --compare from", when);
+        for (int i = 0; i < r->n_runs; i++)
+            snprintf(footnote + strlen(footnote), sizeof footnote - strlen(footnote), "%s %s (%c)", i ? "," : "",
+                     r->runs[i].dir, machine_letter(i));
+        snprintf(footnote + strlen(footnote), sizeof footnote - strlen(footnote),
+                 " with the template %s. Numbers in the text read A → B → …; figures draw A solid, B dashed, C "
+                 "dash-dot, D long dashes (markers hollow after A); tables give ratios against A for rows whose key "
+                 "columns match.",
+                 r->o->template_path);
+        for (int i = 0; i < r->n_missing; i++)
+            snprintf(footnote + strlen(footnote), sizeof footnote - strlen(footnote), "%s%s", i ? "; " : " Missing: ",
+                     r->missing[i]);
+        if (r->n_missing) snprintf(footnote + strlen(footnote), sizeof footnote - strlen(footnote), ".");
+    }
     utf8_sanitize(footnote); // it names directories, whose names may be any bytes
     pdf_title_page(r->pdf, title, subtitle, &facts, footnote);
     for (int i = 0; i < facts.n_cols; i++) free(facts.headers[i]);
@@ -169,26 +179,27 @@ static int section_missing(const RunData *run, const Block *b, char *reason, siz
 // notices for the runs that lack some. A section that did not run at all does not start a
 // page of its own.
 static void enter_section(Report *r, const Block *b, const char *number, RunData **from, int n_from) {
-    char reasons[2][600];
-    int missing[2] = {0, 0};
+    char reasons[MAX_RUNS][600];
+    int missing[MAX_RUNS] = {0}, n_missing = 0, same = 1;
     r->n_active = 0;
     for (int i = 0; i < n_from; i++) {
         missing[i] = section_missing(from[i], b, reasons[i], sizeof reasons[i]);
         if (!missing[i]) r->active[r->n_active++] = from[i];
+        else same &= ++n_missing == 1 || strcmp(reasons[i], reasons[0]) == 0;
     }
     pdf_heading(r->pdf, b->kind == BLOCK_SECTION ? 1 : 2, number, b->text, r->n_active == 0);
-    if (r->n_runs == 1 || n_from == 1) {
+    if (!r->compare || n_from == 1) {
         if (missing[0]) pdf_notice(r->pdf, "Not run:", reasons[0]);
         return;
     }
-    if (missing[0] && missing[1] && strcmp(reasons[0], reasons[1]) == 0) {
-        pdf_notice(r->pdf, "Not run on either machine:", reasons[0]);
+    if (n_missing == n_from && same) {
+        pdf_notice(r->pdf, n_from == 2 ? "Not run on either machine:" : "Not run on any machine:", reasons[0]);
         return;
     }
     for (int i = 0; i < n_from; i++)
         if (missing[i]) {
             char label[300];
-            snprintf(label, sizeof label, "Not run on %s:", from[i]->label);
+            snprintf(label, sizeof label, "Not run on %c (%s):", machine_letter(machine_of(r, from[i])), from[i]->label);
             pdf_notice(r->pdf, label, reasons[i]);
         }
 }
@@ -204,11 +215,10 @@ static int render_paragraph(Report *r, const Block *b, Error *err) {
 }
 
 static int walk_template(Report *r, Error *err) {
-    RunData *all[2] = {&r->runs[0], &r->runs[1]}, *section_runs[2] = {all[0], all[1]};
+    RunData *all[MAX_RUNS], *section_runs[MAX_RUNS];
     int n_section = r->n_runs, skip_level = 0, subsection = 0;
     r->n_active = r->n_runs;
-    r->active[0] = all[0];
-    r->active[1] = all[1];
+    for (int k = 0; k < r->n_runs; k++) all[k] = section_runs[k] = r->active[k] = &r->runs[k];
     for (int i = 0; i < r->t->n_blocks; i++) {
         const Block *b = &r->t->blocks[i];
         if (b->kind == BLOCK_SECTION || b->kind == BLOCK_SUBSECTION) {
@@ -262,60 +272,6 @@ static int check_parent_dir(const char *path, Error *err) {
     return 0;
 }
 
-static int render(const ReportOptions *o, const char **dirs, int n_runs, const char *out_path, Error *err) {
-    Report r = {.o = o, .n_runs = n_runs};
-    Template t;
-    if (o->dpi < 200) return error_set(err, "--dpi %g: figures need at least 200 dpi", o->dpi);
-    if (check_parent_dir(out_path, err) || template_load(&t, o->template_path, err)) return -1;
-    r.t = &t;
-    int status = 0, opened = 0;
-    for (; opened < n_runs && status == 0; opened++) status = rundata_open(&r.runs[opened], dirs[opened], t.dir, err);
-    if (status) opened--;
-    if (status == 0 && n_runs == 1) {
-        if (o->figures_dir) snprintf(r.figures_dir, sizeof r.figures_dir, "%s", o->figures_dir);
-        else snprintf(r.figures_dir, sizeof r.figures_dir, "%s/figures", dirs[0]);
-        status = make_dir(r.figures_dir, err);
-    }
-    if (status == 0 && !(r.pdf = pdf_open(err))) status = -1;
-    char *title = NULL, *subtitle = NULL;
-    if (status == 0) {
-        RunData *all[2] = {&r.runs[0], &r.runs[1]};
-        char where[PATH_MAX + 16];
-        snprintf(where, sizeof where, "%s (@title)", o->template_path);
-        title = expand_text(t.title ? t.title : "inferlab lab report", where, all, n_runs, o->strict, err);
-        snprintf(where, sizeof where, "%s (@subtitle)", o->template_path);
-        if (title && t.subtitle) subtitle = expand_text(t.subtitle, where, all, n_runs, o->strict, err);
-        if (!title || (t.subtitle && !subtitle)) status = -1;
-    }
-    if (status == 0) {
-        char compare_line[700];
-        snprintf(compare_line, sizeof compare_line, "%s (A) vs %s (B)", r.runs[0].label, n_runs == 2 ? r.runs[1].label : "");
-        const char *sub = subtitle ? subtitle : n_runs == 2 ? compare_line : r.runs[0].label;
-        pdf_set_info(r.pdf, title, sub);
-        title_page(&r, title, sub);
-        status = walk_template(&r, err);
-    }
-    if (status == 0 && n_runs == 2) status = render_ratio_summary(&r, err);
-    if (status == 0) status = draw_figures(&r, err);
-    if (status == 0) status = pdf_save(r.pdf, out_path, err);
-    free_figure_jobs(&r);
-    free(title);
-    free(subtitle);
-    pdf_close(r.pdf);
-    free_list(r.figure_ids, r.n_figure_ids);
-    free(r.figure_lines);
-    for (int i = 0; i < opened; i++) rundata_close(&r.runs[i]);
-    template_free(&t);
-    return status;
-}
-
-int report_render(const ReportOptions *o, const char *run_dir, Error *err) {
-    char out[PATH_MAX];
-    if (o->out_path) snprintf(out, sizeof out, "%s", o->out_path);
-    else snprintf(out, sizeof out, "%s/report.pdf", run_dir);
-    return render(o, &run_dir, 1, out, err);
-}
-
 // The last component of a directory path, without trailing slashes.
 static void base_name(const char *dir, char *buf, size_t size) {
     size_t n = strlen(dir);
@@ -325,24 +281,140 @@ static void base_name(const char *dir, char *buf, size_t size) {
     snprintf(buf, size, "%.*s", (int)(n - start), dir + start);
 }
 
-char *compare_default_path(const char *dir_a, const char *dir_b) {
-    char a[256], b[256], parent[PATH_MAX];
-    base_name(dir_a, a, sizeof a);
-    base_name(dir_b, b, sizeof b);
-    size_t n = strlen(dir_a);
-    while (n > 1 && dir_a[n - 1] == '/') n--;
-    while (n > 0 && dir_a[n - 1] != '/') n--;
-    snprintf(parent, sizeof parent, "%.*s", (int)n, dir_a);
-    size_t size = strlen(parent) + strlen(a) + strlen(b) + 32;
+// Why a comparison's run directory has no results (0 when it has them): missing, or no meta.csv
+// (which every experiment writes when it finishes).
+static int run_missing(const char *dir, char *why, size_t size) {
+    struct stat st;
+    char meta[PATH_MAX + 16];
+    snprintf(meta, sizeof meta, "%s/meta.csv", dir);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) snprintf(why, size, "no directory %s", dir);
+    else if (stat(meta, &st) != 0) snprintf(why, size, "%s has no meta.csv: no experiment finished there", dir);
+    else return 0;
+    return 1;
+}
+
+// Machines of one hardware (two partitions of one node) share a label: tell them apart by
+// their directories' names.
+static void unique_labels(Report *r) {
+    int same[MAX_RUNS] = {0};
+    for (int i = 0; i < r->n_runs; i++)
+        for (int j = 0; j < r->n_runs; j++) same[i] |= i != j && strcmp(r->runs[i].label, r->runs[j].label) == 0;
+    for (int i = 0; i < r->n_runs; i++) {
+        if (!same[i]) continue;
+        char name[256];
+        base_name(r->runs[i].dir, name, sizeof name);
+        utf8_sanitize(name);
+        size_t size = strlen(r->runs[i].label) + strlen(name) + 4;
+        char *label = mallocCheck(size);
+        snprintf(label, size, "%s (%s)", r->runs[i].label, name);
+        free(r->runs[i].label);
+        r->runs[i].label = label;
+    }
+}
+
+// Open the run directories; in compare mode those without results are listed as missing.
+static int open_runs(Report *r, const char **dirs, int n_dirs, const char *ref_dir, Error *err) {
+    for (int i = 0; i < n_dirs; i++) {
+        char why[PATH_MAX + 80], name[256];
+        if (r->compare && run_missing(dirs[i], why, sizeof why)) {
+            base_name(dirs[i], name, sizeof name);
+            size_t size = strlen(name) + strlen(why) + 8;
+            r->missing = reallocCheck(r->missing, (size_t)(r->n_missing + 1) * sizeof *r->missing);
+            r->missing[r->n_missing] = mallocCheck(size);
+            snprintf(r->missing[r->n_missing], size, "%s (%s)", name, why);
+            utf8_sanitize(r->missing[r->n_missing++]);
+            fprintf(stderr, "render: warning: %s: no results (%s); compared without it\n", dirs[i], why);
+            continue;
+        }
+        if (rundata_open(&r->runs[r->n_runs], dirs[i], ref_dir, err)) return -1;
+        r->n_runs++;
+    }
+    if (r->n_runs == 0) return error_set(err, "none of the %d run directories has results (%s)", n_dirs, r->missing[0]);
+    if (r->compare) unique_labels(r);
+    return 0;
+}
+
+static int render(const ReportOptions *o, const char **dirs, int n_dirs, int compare, const char *out_path, Error *err) {
+    Report r = {.o = o, .compare = compare};
+    Template t;
+    if (o->dpi < 200) return error_set(err, "--dpi %g: figures need at least 200 dpi", o->dpi);
+    if (n_dirs < 1 || n_dirs > MAX_RUNS) return error_set(err, "give 1 to %d run directories, not %d", MAX_RUNS, n_dirs);
+    if (check_parent_dir(out_path, err) || template_load(&t, o->template_path, err)) return -1;
+    r.t = &t;
+    int status = open_runs(&r, dirs, n_dirs, t.dir, err);
+    if (status == 0 && !compare) {
+        if (o->figures_dir) snprintf(r.figures_dir, sizeof r.figures_dir, "%s", o->figures_dir);
+        else snprintf(r.figures_dir, sizeof r.figures_dir, "%s/figures", dirs[0]);
+        status = make_dir(r.figures_dir, err);
+    }
+    if (status == 0 && !(r.pdf = pdf_open(err))) status = -1;
+    char *title = NULL, *subtitle = NULL;
+    if (status == 0) {
+        RunData *all[MAX_RUNS];
+        for (int k = 0; k < r.n_runs; k++) all[k] = &r.runs[k];
+        char where[PATH_MAX + 16];
+        snprintf(where, sizeof where, "%s (@title)", o->template_path);
+        title = expand_text(t.title ? t.title : "inferlab lab report", where, all, r.n_runs, o->strict, err);
+        snprintf(where, sizeof where, "%s (@subtitle)", o->template_path);
+        if (title && t.subtitle) subtitle = expand_text(t.subtitle, where, all, r.n_runs, o->strict, err);
+        if (!title || (t.subtitle && !subtitle)) status = -1;
+    }
+    if (status == 0) {
+        char compare_line[MAX_RUNS * 320] = "";
+        for (int k = 0; k < r.n_runs; k++)
+            snprintf(compare_line + strlen(compare_line), sizeof compare_line - strlen(compare_line), "%s%s (%c)",
+                     k ? " vs " : "", r.runs[k].label, machine_letter(k));
+        const char *sub = subtitle ? subtitle : compare ? compare_line : r.runs[0].label;
+        pdf_set_info(r.pdf, title, sub);
+        title_page(&r, title, sub);
+        status = walk_template(&r, err);
+    }
+    if (status == 0 && compare) status = render_ratio_summary(&r, err);
+    if (status == 0 && compare) status = render_winners(&r, err);
+    if (status == 0) status = draw_figures(&r, err);
+    if (status == 0) status = pdf_save(r.pdf, out_path, err);
+    free_figure_jobs(&r);
+    free(title);
+    free(subtitle);
+    pdf_close(r.pdf);
+    free_list(r.figure_ids, r.n_figure_ids);
+    free(r.figure_lines);
+    free_list(r.missing, r.n_missing);
+    for (int i = 0; i < r.n_runs; i++) rundata_close(&r.runs[i]);
+    template_free(&t);
+    return status;
+}
+
+int report_render(const ReportOptions *o, const char *run_dir, Error *err) {
+    char out[PATH_MAX];
+    if (o->out_path) snprintf(out, sizeof out, "%s", o->out_path);
+    else snprintf(out, sizeof out, "%s/report.pdf", run_dir);
+    return render(o, &run_dir, 1, 0, out, err);
+}
+
+char *compare_default_path(const char **dirs, int n_dirs) {
+    char parent[PATH_MAX];
+    size_t n = strlen(dirs[0]);
+    while (n > 1 && dirs[0][n - 1] == '/') n--;
+    while (n > 0 && dirs[0][n - 1] != '/') n--;
+    snprintf(parent, sizeof parent, "%.*s", (int)n, dirs[0]);
+    size_t size = strlen(parent) + 32;
+    for (int i = 0; i < n_dirs; i++) size += strlen(dirs[i]) + 4;
     char *path = mallocCheck(size);
-    snprintf(path, size, "%scompare-%s-vs-%s.pdf", parent, a, b);
+    snprintf(path, size, "%scompare", parent);
+    for (int i = 0; i < n_dirs; i++) {
+        char name[256];
+        base_name(dirs[i], name, sizeof name);
+        snprintf(path + strlen(path), size - strlen(path), "%s%s", i ? "-vs-" : "-", name);
+    }
+    snprintf(path + strlen(path), size - strlen(path), ".pdf");
     return path;
 }
 
-int report_compare(const ReportOptions *o, const char *dir_a, const char *dir_b, Error *err) {
-    const char *dirs[2] = {dir_a, dir_b};
-    char *out = o->out_path ? NULL : compare_default_path(dir_a, dir_b);
-    int status = render(o, dirs, 2, o->out_path ? o->out_path : out, err);
+int report_compare(const ReportOptions *o, const char **dirs, int n_dirs, Error *err) {
+    if (n_dirs < 2) return error_set(err, "a comparison needs at least two run directories, got %d", n_dirs);
+    char *out = o->out_path ? NULL : compare_default_path(dirs, n_dirs);
+    int status = render(o, dirs, n_dirs, 1, o->out_path ? o->out_path : out, err);
     free(out);
     return status;
 }

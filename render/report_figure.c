@@ -1,6 +1,6 @@
 // report_figure.c: a @figure block + the active runs' CSVs -> a Chart -> PNG and PDF figure.
-// In compare mode each series appears once per run: A solid, B dashed with hollow markers,
-// in the same colour; heatmaps are drawn once per run. Tested by tests/test_render_report.c.
+// In compare mode each series appears once per run in the same colour, in the machine's line
+// style (A solid, B dashed, C dash-dot..., hollow markers after A); heatmaps are drawn once per run. Tested by tests/test_render_report.c.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +15,7 @@
 // One run's view of the figure's CSV: the table, the row filter, the columns the options name.
 typedef struct {
     RunData *run;
+    int machine; // the run's place in the comparison (its letter and line style)
     const Table *t;
     Filter where;
     int x, z, label, lo, hi;
@@ -109,14 +110,15 @@ static void series_label(const Block *b, const Source *s, int row, int yi, char 
 }
 
 // Series are created together for every source the first time a label is seen, so that
-// A's and B's versions sit side by side (bar groups) and share a colour.
+// the machines' versions sit side by side (bar groups) and share a colour.
 typedef struct {
     char **labels;
     int n;
     int *first; // index of source 0's series for each label
 } SeriesIndex;
 
-static Series *series_for(Chart *c, SeriesIndex *ix, const char *label, int source, int n_sources, int reference) {
+static Series *series_for(Chart *c, SeriesIndex *ix, const char *label, int source, const Source *src, int n_sources,
+                          int reference) {
     int i = 0;
     while (i < ix->n && strcmp(ix->labels[i], label) != 0) i++;
     if (i == ix->n) {
@@ -127,7 +129,7 @@ static Series *series_for(Chart *c, SeriesIndex *ix, const char *label, int sour
             Series *s = chart_add_series(c, label);
             s->colour = i % PALETTE_SIZE;
             s->marker = reference ? -1 : i % MARKER_COUNT;
-            s->style = reference ? (n_sources == 2 ? STYLE_DOTTED : STYLE_DASHED) : k == 0 ? STYLE_SOLID : STYLE_DASHED;
+            s->style = reference ? (n_sources > 1 || src[0].machine ? STYLE_DOTTED : STYLE_DASHED) : machine_style(src[k].machine);
             s->in_legend = !reference && k == 0 && *label;
         }
     }
@@ -177,7 +179,7 @@ static int add_rows(Chart *c, const Block *b, Source *src, int n_src, SeriesInde
                 if (number_cell(b, reference ? "ref" : "y", s, row, reference ? s->ref[yi] : s->y[yi], &y, err)) return -1;
                 char label[400];
                 series_label(b, s, row, yi, label, sizeof label);
-                Series *series = series_for(c, ix, label, si, n_src, reference);
+                Series *series = series_for(c, ix, label, si, src, n_src, reference);
                 if (reference) series->colour = colour_of(measured, label);
                 // in a comparison only A's points are labelled: B's sit beside them
                 const char *point = s->label >= 0 && si == 0 ? table_cell(s->t, row, s->label) : NULL;
@@ -189,36 +191,37 @@ static int add_rows(Chart *c, const Block *b, Source *src, int n_src, SeriesInde
     return 0;
 }
 
-// Legend entries that explain line styles: the reference curves, and A / B in a comparison.
-static int add_style_keys(Report *r, const Block *b, Chart *c, int n_src, int has_ref, Error *err) {
+// Legend entries that explain line styles: the reference curves, and the machines in a comparison.
+static int add_style_keys(Report *r, const Block *b, Chart *c, const Source *src, int n_src, int has_ref, Error *err) {
     if (has_ref) {
         char *label;
         if (option_text(r, b, "ref_label", &label, err)) return -1;
         char text[400];
         snprintf(text, sizeof text, "%s", label ? label : "theory");
-        chart_add_key(c, text, -1, n_src == 2 ? STYLE_DOTTED : STYLE_DASHED);
+        chart_add_key(c, text, -1, n_src > 1 || src[0].machine ? STYLE_DOTTED : STYLE_DASHED);
         free(label);
     }
     if (n_src < 2) return 0;
     int labelled = 0;
     for (int i = 0; i < c->n_series; i++) labelled |= c->series[i].in_legend;
-    if (!labelled) { // one series per run: name them after the machines, in two colours
+    if (!labelled) { // one series per run: name them after the machines, a colour each
+        // the measured series come first, n_src of them (one per machine) per label
         for (int i = 0; i < c->n_series; i++) {
             Series *s = &c->series[i];
             if (s->marker < 0) continue;
-            int machine = s->style == STYLE_SOLID ? 0 : 1;
+            int machine = i % n_src;
             free(s->label);
-            s->label = mallocCheck(strlen(r->active[machine]->label) + 8);
-            sprintf(s->label, "%s: %s", machine ? "B" : "A", r->active[machine]->label);
+            s->label = mallocCheck(strlen(src[machine].run->label) + 8);
+            sprintf(s->label, "%c: %s", machine_letter(src[machine].machine), src[machine].run->label);
             s->colour = machine;
             s->in_legend = 1;
         }
         return 0;
     }
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < n_src; k++) {
         char text[400];
-        snprintf(text, sizeof text, "%s: %s", k ? "B" : "A", r->active[k]->label);
-        chart_add_key(c, text, -1, k ? STYLE_DASHED : STYLE_SOLID);
+        snprintf(text, sizeof text, "%c: %s", machine_letter(src[k].machine), src[k].run->label);
+        chart_add_key(c, text, -1, machine_style(src[k].machine));
     }
     return 0;
 }
@@ -449,7 +452,7 @@ static int no_data(Report *r, const Block *b, const char *id, Error *err) {
     return 0;
 }
 
-// Heatmaps: one per run ("Figure 5a", "Figure 5b" in a comparison), each with its own scale.
+// Heatmaps: one per run ("Figure 5a", "Figure 5b"... in a comparison), each with its own scale.
 static int heatmap_figures(Report *r, const Block *b, Source *src, int n_src, const char *id, const char *label,
                            const char *caption, int *n_points, Error *err) {
     for (int k = 0; k < n_src; k++) {
@@ -458,12 +461,15 @@ static int heatmap_figures(Report *r, const Block *b, Source *src, int n_src, co
         int status = chart_options(r, b, &h, &height, err);
         if (status == 0) status = fill_heatmap(b, &h, &src[k], n_points, err);
         char sub_id[300], sub_label[48], sub_caption[1200];
-        snprintf(sub_id, sizeof sub_id, "%s%s", id, n_src == 2 ? (k ? "-B" : "-A") : "");
-        snprintf(sub_label, sizeof sub_label, "%s%s", label, n_src == 2 ? (k ? "b" : "a") : "");
+        char letter = machine_letter(src[k].machine);
+        if (r->compare) snprintf(sub_id, sizeof sub_id, "%s-%c", id, letter);
+        else snprintf(sub_id, sizeof sub_id, "%s", id);
+        if (r->compare) snprintf(sub_label, sizeof sub_label, "%s%c", label, letter - 'A' + 'a');
+        else snprintf(sub_label, sizeof sub_label, "%s", label);
         snprintf(sub_caption, sizeof sub_caption, "%s", caption ? caption : "");
-        if (n_src == 2)
-            snprintf(sub_caption + strlen(sub_caption), sizeof sub_caption - strlen(sub_caption), " (%s: %s)",
-                     k ? "B" : "A", src[k].run->label);
+        if (r->compare)
+            snprintf(sub_caption + strlen(sub_caption), sizeof sub_caption - strlen(sub_caption), " (%c: %s)", letter,
+                     src[k].run->label);
         if (status == 0) queue_figure(r, &h, height, sub_id, sub_label, sub_caption);
         chart_free(&h);
         if (status) return -1;
@@ -481,7 +487,7 @@ static int xy_figure(Report *r, const Block *b, Source *src, int n_src, const ch
     if (status == 0) status = add_rows(&c, b, src, n_src, &measured, NULL, n_points, err);
     if (status == 0) status = add_rows(&c, b, src, n_src, &refs, &measured, &n_refs, err);
     for (int i = 0; status == 0 && c.kind == CHART_LINE && i < c.n_series; i++) sort_by_x(&c.series[i]);
-    if (status == 0) status = add_style_keys(r, b, &c, n_src, n_refs > 0, err);
+    if (status == 0) status = add_style_keys(r, b, &c, src, n_src, n_refs > 0, err);
     if (status == 0 && c.kind != CHART_BAR) status = add_ceilings(r, b, &c, err); // line: peaks only
     if (status == 0) queue_figure(r, &c, height, id, label, caption);
     free_index(&measured);
@@ -492,16 +498,19 @@ static int xy_figure(Report *r, const Block *b, Source *src, int n_src, const ch
 
 int render_figure(Report *r, const Block *b, Error *err) {
     char id[256], label[32], *caption = NULL;
-    Source src[2] = {0};
+    Source src[MAX_RUNS] = {0};
     snprintf(label, sizeof label, "Figure %d", ++r->figure_no);
     int status = check_figure_id(r, b, id, sizeof id, err), n_src = 0, n_points = 0;
-    for (; status == 0 && n_src < r->n_active; n_src++) status = open_source(b, r->active[n_src], &src[n_src], err);
+    for (; status == 0 && n_src < r->n_active; n_src++) {
+        status = open_source(b, r->active[n_src], &src[n_src], err);
+        src[n_src].machine = (int)(r->active[n_src] - r->runs);
+    }
     if (status == 0) status = option_text(r, b, "caption", &caption, err);
     if (status == 0 && strcmp(figure_kind(b), "heatmap") == 0)
         status = heatmap_figures(r, b, src, n_src, id, label, caption, &n_points, err);
     else if (status == 0) status = xy_figure(r, b, src, n_src, id, label, caption, &n_points, err);
     if (status == 0 && n_points == 0) status = no_data(r, b, id, err);
     free(caption);
-    for (int k = 0; k < 2; k++) filter_free(&src[k].where);
+    for (int k = 0; k < MAX_RUNS; k++) filter_free(&src[k].where);
     return status;
 }

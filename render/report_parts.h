@@ -21,9 +21,12 @@ typedef struct { // a figure whose chart is drawn after the walk, in parallel wi
 typedef struct {
     const ReportOptions *o;
     Template *t;
-    RunData runs[2];
-    int n_runs;             // 1, or 2 in compare mode
-    RunData *active[2];     // the runs that have the current section's CSVs
+    RunData runs[MAX_RUNS];
+    int n_runs;             // the run directories read (in compare mode, those that exist)
+    int compare;            // compare mode: machines lettered A, B, C... in the order given
+    char **missing;         // compare mode: "LABEL (DIR: why)" for each machine without results
+    int n_missing;
+    RunData *active[MAX_RUNS]; // the runs that have the current section's CSVs
     int n_active;
     Pdf *pdf;
     int section;            // the last section's number
@@ -35,6 +38,19 @@ typedef struct {
     FigureJob *jobs;
     int n_jobs;
 } Report;
+
+// Machine k of a comparison (k < MAX_RUNS): its letter, and the style of its lines (A solid,
+// B dashed, C dash-dot...; never dotted, which marks reference curves). Markers of every
+// machine but A are hollow.
+static inline char machine_letter(int k) { return (char)('A' + k); }
+static inline LineStyle machine_style(int k) {
+    static const LineStyle styles[MAX_RUNS] = {STYLE_SOLID,    STYLE_DASHED,     STYLE_DASHDOT,
+                                               STYLE_LONGDASH, STYLE_DASHDOTDOT, STYLE_SHORTDASH};
+    return styles[k];
+}
+
+// A run's place in the comparison (runs[k] is machine k).
+static inline int machine_of(const Report *r, const RunData *run) { return (int)(run - r->runs); }
 
 // "file:line" of a block or one of its options, for messages.
 void block_where(const Block *b, const char *key, char *buf, size_t size);
@@ -50,5 +66,7 @@ int render_figure(Report *r, const Block *b, Error *err);
 int draw_figures(Report *r, Error *err);
 void free_figure_jobs(Report *r);
 int render_table(Report *r, const Block *b, Error *err);
-// Compare mode's closing section: B/A ratios over every CSV both runs have.
+// Compare mode's closing sections: the ratios against A over every CSV the runs share, and
+// "which machine wins what" over their timing and throughput columns.
 int render_ratio_summary(Report *r, Error *err);
+int render_winners(Report *r, Error *err);

@@ -1,5 +1,6 @@
-// report_table.c: @table blocks -> PDF tables; in compare mode, B/A ratio tables for rows
-// whose key columns match, and the closing summary of ratios over every shared CSV.
+// report_table.c: @table blocks -> PDF tables; in compare mode, ratio tables against the first
+// machine (B/A, C/A...) for rows whose key columns match, the closing summary of ratios over
+// every shared CSV, and the page "which machine wins what" over timing and throughput columns.
 // A CSV's key columns are its leading columns (DESIGN.md: keys first, then metrics): the
 // shortest prefix that tells every row apart, unless the table names them with `keys:`.
 // Tested by tests/test_render_report.c.
@@ -308,84 +309,106 @@ static void format_ratio(double a, double b, char *buf, size_t size) {
     strncat(buf, "×", size - strlen(buf) - 1);
 }
 
-// The B/A table: key columns, then one ratio column per numeric non-key column. Returns 1
-// (nothing drawn) when the table has no such column.
+// The ratio table: key columns, then per numeric non-key column one ratio column for each
+// machine after A (B/A, C/A...). A row of A shows when some machine has a row with its keys;
+// "—" where a machine has none. Returns 1 (nothing drawn) when the table has no such column.
 static int ratio_table(Report *r, const Block *b, const char *label, const char *caption, Error *err) {
-    Selection sa, sb;
-    Columns cols;
-    if (select_rows(b, r->active[0], &sa, err)) return -1;
-    if (select_rows(b, r->active[1], &sb, err)) {
-        free_selection(&sa);
-        return -1;
+    int n_runs = r->n_active, status = 0, n_sel = 0;
+    Selection sel[MAX_RUNS];
+    for (; n_sel < n_runs && status == 0; n_sel++) status = select_rows(b, r->active[n_sel], &sel[n_sel], err);
+    if (status) n_sel--;
+    const Selection *sa = &sel[0];
+    Columns cols = {0};
+    if (status == 0) status = table_columns(b, sa->t, &cols, err);
+    int *keys[MAX_RUNS] = {0}, *match[MAX_RUNS] = {0}, *metrics[MAX_RUNS] = {0}, matched[MAX_RUNS] = {0}, n_keys = 0, n_metrics = 0;
+    for (int k = 0; k < n_runs; k++) {
+        keys[k] = mallocCheck((size_t)sa->t->n_cols * sizeof *keys[k]);
+        metrics[k] = mallocCheck((size_t)(cols.n + 1) * sizeof *metrics[k]);
+        match[k] = mallocCheck((size_t)(sa->n_rows + 1) * sizeof *match[k]);
     }
-    int status = table_columns(b, sa.t, &cols, err);
-    int *ka = mallocCheck((size_t)sa.t->n_cols * sizeof *ka), *kb = mallocCheck((size_t)sa.t->n_cols * sizeof *kb), n_keys = 0;
-    int *metrics = mallocCheck((size_t)(cols.n + 1) * sizeof *metrics), *metrics_b = mallocCheck((size_t)(cols.n + 1) * sizeof *metrics_b);
-    int n_metrics = 0;
-    if (status == 0) status = key_columns(b, &sa, &sb, ka, kb, &n_keys, err);
-    for (int c = 0; status == 0 && c < cols.n; c++) {
-        int is_key = 0;
-        for (int k = 0; k < n_keys; k++) is_key |= ka[k] == cols.cols[c];
-        int col_b = table_column(sb.t, sa.t->names[cols.cols[c]]);
-        if (!is_key && col_b >= 0 && numeric_column(sa.t, sa.rows, sa.n_rows, cols.cols[c]))
-            metrics[n_metrics] = c, metrics_b[n_metrics++] = col_b;
+    for (int k = 1; k < n_runs && status == 0; k++) status = key_columns(b, sa, &sel[k], keys[0], keys[k], &n_keys, err);
+    for (int c = 0; status == 0 && c < cols.n; c++) { // metrics[0]: index into cols; metrics[k]: run k's column
+        int is_key = 0, everywhere = 1;
+        for (int k = 0; k < n_keys; k++) is_key |= keys[0][k] == cols.cols[c];
+        for (int k = 1; k < n_runs; k++) everywhere &= (metrics[k][n_metrics] = table_column(sel[k].t, sa->t->names[cols.cols[c]])) >= 0;
+        if (!is_key && everywhere && numeric_column(sa->t, sa->rows, sa->n_rows, cols.cols[c])) metrics[0][n_metrics++] = c;
     }
     if (status == 0 && n_metrics == 0) status = 1;
+    int shown = 0;
     if (status == 0) {
-        Keys keys_a = {sa.t, ka, n_keys}, keys_b = {sb.t, kb, n_keys};
-        int *match = mallocCheck((size_t)(sa.n_rows + 1) * sizeof *match);
-        int matched = match_rows(&keys_a, sa.rows, sa.n_rows, &keys_b, sb.rows, sb.n_rows, match);
-        PdfTable pt = new_pdf_table(n_keys + n_metrics, matched);
+        Keys keys_a = {sa->t, keys[0], n_keys};
+        for (int i = 0; i < sa->n_rows; i++) match[0][i] = sa->rows[i];
+        for (int k = 1; k < n_runs; k++) {
+            Keys keys_k = {sel[k].t, keys[k], n_keys};
+            matched[k] = match_rows(&keys_a, sa->rows, sa->n_rows, &keys_k, sel[k].rows, sel[k].n_rows, match[k]);
+        }
+        for (int i = 0; i < sa->n_rows; i++) {
+            int any = 0;
+            for (int k = 1; k < n_runs; k++) any |= match[k][i] >= 0;
+            shown += any;
+        }
+        int n_ratio = n_runs - 1;
+        PdfTable pt = new_pdf_table(n_keys + n_metrics * n_ratio, shown);
         for (int k = 0; k < n_keys; k++) {
-            pt.headers[k] = dup_string(sa.t->names[ka[k]]);
+            pt.headers[k] = dup_string(sa->t->names[keys[0][k]]);
             for (int c = 0; c < cols.n; c++)
-                if (cols.cols[c] == ka[k]) free(pt.headers[k]), pt.headers[k] = dup_string(cols.headers[c]);
-            pt.align[k] = numeric_column(sa.t, sa.rows, sa.n_rows, ka[k]) ? ALIGN_RIGHT : ALIGN_LEFT;
+                if (cols.cols[c] == keys[0][k]) free(pt.headers[k]), pt.headers[k] = dup_string(cols.headers[c]);
+            pt.align[k] = numeric_column(sa->t, sa->rows, sa->n_rows, keys[0][k]) ? ALIGN_RIGHT : ALIGN_LEFT;
         }
-        for (int m = 0; m < n_metrics; m++) {
-            const char *h = cols.headers[metrics[m]];
-            pt.headers[n_keys + m] = mallocCheck(strlen(h) + 8);
-            sprintf(pt.headers[n_keys + m], "%s B/A", h);
-            pt.align[n_keys + m] = ALIGN_RIGHT;
-        }
-        for (int i = 0, row = 0; i < sa.n_rows; i++) {
-            if (match[i] < 0) continue;
-            char **cells = &pt.cells[(size_t)row++ * pt.n_cols];
-            for (int k = 0; k < n_keys; k++) cells[k] = dup_string(table_cell(sa.t, sa.rows[i], ka[k]));
-            for (int m = 0; m < n_metrics; m++) {
-                char buf[64];
-                format_ratio(table_value(sa.t, sa.rows[i], cols.cols[metrics[m]]), table_value(sb.t, match[i], metrics_b[m]), buf,
-                             sizeof buf);
-                cells[n_keys + m] = dup_string(buf);
+        for (int m = 0; m < n_metrics; m++)
+            for (int k = 1; k < n_runs; k++) {
+                const char *h = cols.headers[metrics[0][m]];
+                int at = n_keys + m * n_ratio + k - 1;
+                pt.headers[at] = mallocCheck(strlen(h) + 8);
+                sprintf(pt.headers[at], "%s %c/A", h, machine_letter(machine_of(r, r->active[k])));
+                pt.align[at] = ALIGN_RIGHT;
             }
+        for (int i = 0, row = 0; i < sa->n_rows; i++) {
+            int any = 0;
+            for (int k = 1; k < n_runs; k++) any |= match[k][i] >= 0;
+            if (!any) continue;
+            char **cells = &pt.cells[(size_t)row++ * pt.n_cols];
+            for (int k = 0; k < n_keys; k++) cells[k] = dup_string(table_cell(sa->t, sa->rows[i], keys[0][k]));
+            for (int m = 0; m < n_metrics; m++)
+                for (int k = 1; k < n_runs; k++) {
+                    char buf[64] = "—";
+                    if (match[k][i] >= 0)
+                        format_ratio(table_value(sa->t, sa->rows[i], cols.cols[metrics[0][m]]),
+                                     table_value(sel[k].t, match[k][i], metrics[k][m]), buf, sizeof buf);
+                    cells[n_keys + m * n_ratio + k - 1] = dup_string(buf);
+                }
         }
-        char full[1600];
-        snprintf(full, sizeof full, "%s%sB/A ratios, A = %s, B = %s; %d of %d rows matched on %d key column%s.",
-                 caption ? caption : "", caption ? " " : "", r->active[0]->label, r->active[1]->label, matched, sa.n_rows,
-                 n_keys, n_keys == 1 ? "" : "s");
+        char full[2400], counts[600] = "";
+        snprintf(full, sizeof full, "%s%sRatios against A = %s", caption ? caption : "", caption ? " " : "", r->active[0]->label);
+        for (int k = 1; k < n_runs; k++) {
+            char letter = machine_letter(machine_of(r, r->active[k]));
+            snprintf(full + strlen(full), sizeof full - strlen(full), ", %c = %s", letter, r->active[k]->label);
+            snprintf(counts + strlen(counts), sizeof counts - strlen(counts), "%s%d of %d", k > 1 ? ", " : "", matched[k],
+                     sa->n_rows);
+            if (n_runs > 2) snprintf(counts + strlen(counts), sizeof counts - strlen(counts), " (%c)", letter);
+        }
+        snprintf(full + strlen(full), sizeof full - strlen(full), "; %s rows matched on %d key column%s.", counts, n_keys,
+                 n_keys == 1 ? "" : "s");
         status = draw_table(r, b, &pt, label, full, err);
         free_pdf_table(&pt);
-        free(match);
     }
-    free(ka);
-    free(kb);
-    free(metrics);
-    free(metrics_b);
+    for (int k = 0; k < n_runs; k++) free(keys[k]), free(metrics[k]), free(match[k]);
     if (cols.cols) free_columns(&cols);
-    free_selection(&sa);
-    free_selection(&sb);
+    for (int k = 0; k < n_sel; k++) free_selection(&sel[k]);
     return status;
 }
 
-// One plain table per active run (labelled "Table Na", "Table Nb" in a comparison).
+// One plain table per active run (labelled "Table Na", "Table Nb"... in a comparison).
 static int plain_tables(Report *r, const Block *b, const char *label, const char *caption, Error *err) {
     for (int k = 0; k < r->n_active; k++) {
         char sub_label[56], sub_caption[1200];
-        snprintf(sub_label, sizeof sub_label, "%s%s", label, r->n_active == 2 ? (k ? "b" : "a") : "");
+        char letter = machine_letter(machine_of(r, r->active[k]));
+        snprintf(sub_label, sizeof sub_label, "%s", label);
+        if (r->compare) snprintf(sub_label + strlen(sub_label), sizeof sub_label - strlen(sub_label), "%c", letter - 'A' + 'a');
         snprintf(sub_caption, sizeof sub_caption, "%s", caption ? caption : "");
-        if (r->n_active == 2)
-            snprintf(sub_caption + strlen(sub_caption), sizeof sub_caption - strlen(sub_caption), " (%s: %s)",
-                     k ? "B" : "A", r->active[k]->label);
+        if (r->compare)
+            snprintf(sub_caption + strlen(sub_caption), sizeof sub_caption - strlen(sub_caption), " (%c: %s)", letter,
+                     r->active[k]->label);
         if (plain_table(r, b, r->active[k], sub_label, sub_caption, err)) return -1;
     }
     return 0;
@@ -395,7 +418,7 @@ int render_table(Report *r, const Block *b, Error *err) {
     char *caption, label[48];
     if (option_text(r, b, "caption", &caption, err)) return -1;
     snprintf(label, sizeof label, "Table %d", ++r->table_no);
-    int status = r->n_active == 2 ? ratio_table(r, b, label, caption, err) : 1;
+    int status = r->n_active > 1 ? ratio_table(r, b, label, caption, err) : 1;
     if (status == 1) status = plain_tables(r, b, label, caption, err);
     free(caption);
     return status;
@@ -429,104 +452,309 @@ static int in_dir(const char *dir, const char *name) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-// Summary rows (file, column, matched, geometric mean, min, max of B/A) for one shared CSV;
-// 1 when B lacks one of A's key columns, so that the rows cannot be matched.
-static int summarise_csv(Report *r, const char *name, PdfTable *pt, int *cap, Error *err) {
-    const Table *ta = rundata_table(&r->runs[0], name, err), *tb = ta ? rundata_table(&r->runs[1], name, err) : NULL;
-    if (!ta || !tb) return -1;
+// One CSV of every run, A's rows matched to each other run's on A's key columns (the
+// shortest run of leading columns that tells A's rows apart).
+typedef struct {
+    const Table *t[MAX_RUNS];
+    int n_runs, n_keys;
+    int *match[MAX_RUNS]; // (A's rows) the row of run k with the same keys, or -1; match[0][i] = i
+    int matched[MAX_RUNS];
+} Matched;
+
+static void free_matched(Matched *m) {
+    for (int k = 0; k < m->n_runs; k++) free(m->match[k]);
+}
+
+// 0, 1 when some run lacks one of A's key columns (its rows cannot be matched), -1 on error.
+static int match_csv(Report *r, const char *name, Matched *m, Error *err) {
+    memset(m, 0, sizeof *m);
+    for (int k = 0; k < r->n_runs; k++)
+        if (!(m->t[k] = rundata_table(&r->runs[k], name, err))) return -1;
+    const Table *ta = m->t[0];
     Filter everything = {0};
-    int n_a, n_b;
-    int *rows_a = matching_rows(ta, &everything, &n_a), *rows_b = matching_rows(tb, &everything, &n_b);
-    int n_keys = infer_key_count(ta, rows_a, ta->n_rows);
-    int *ka = mallocCheck((size_t)ta->n_cols * sizeof *ka), *kb = mallocCheck((size_t)ta->n_cols * sizeof *kb), ok = 1;
-    for (int i = 0; i < n_keys; i++) {
-        ka[i] = i;
-        kb[i] = table_column(tb, ta->names[i]);
-        ok &= kb[i] >= 0;
-    }
-    int *match = mallocCheck((size_t)(ta->n_rows + 1) * sizeof *match);
-    Keys keys_a = {ta, ka, n_keys}, keys_b = {tb, kb, n_keys};
-    int matched = ok ? match_rows(&keys_a, rows_a, n_a, &keys_b, rows_b, n_b, match) : 0;
-    for (int c = n_keys; ok && c < ta->n_cols; c++) {
-        int cb = table_column(tb, ta->names[c]);
-        if (cb < 0 || !numeric_column(ta, rows_a, ta->n_rows, c)) continue;
-        double log_sum = 0, lo = INFINITY, hi = -INFINITY;
-        int n = 0;
-        for (int i = 0; i < ta->n_rows; i++) {
-            if (match[i] < 0) continue;
-            double ratio = table_value(tb, match[i], cb) / table_value(ta, i, c);
-            if (!(ratio > 0) || !isfinite(ratio)) continue;
-            log_sum += log(ratio), n++;
-            lo = fmin(lo, ratio), hi = fmax(hi, ratio);
-        }
-        if (pt->n_rows == *cap) {
-            *cap = 2 * *cap + 8;
-            pt->cells = reallocCheck(pt->cells, (size_t)*cap * pt->n_cols * sizeof *pt->cells);
-        }
-        char **cells = &pt->cells[(size_t)pt->n_rows++ * pt->n_cols], buf[64];
-        cells[0] = dup_string(name);
-        utf8_sanitize(cells[0]); // a file name may be any bytes
-        cells[1] = dup_string(ta->names[c]);
-        snprintf(buf, sizeof buf, "%d / %d", matched, ta->n_rows);
-        cells[2] = dup_string(buf);
-        double stats[3] = {n ? exp(log_sum / n) : NAN, n ? lo : NAN, n ? hi : NAN};
-        for (int k = 0; k < 3; k++) {
-            format_ratio(1, stats[k], buf, sizeof buf);
-            cells[3 + k] = dup_string(buf);
-        }
+    int n_a, *rows_a = matching_rows(ta, &everything, &n_a), ok = 1;
+    m->n_keys = infer_key_count(ta, rows_a, ta->n_rows);
+    int *ka = mallocCheck((size_t)ta->n_cols * sizeof *ka), *kk = mallocCheck((size_t)ta->n_cols * sizeof *kk);
+    for (int i = 0; i < m->n_keys; i++) ka[i] = i;
+    Keys keys_a = {ta, ka, m->n_keys};
+    for (int k = 0; k < r->n_runs; k++, m->n_runs++) {
+        m->match[k] = mallocCheck((size_t)(ta->n_rows + 1) * sizeof *m->match[k]);
+        int n_k, *rows_k = matching_rows(m->t[k], &everything, &n_k), ok_k = 1;
+        for (int i = 0; i < m->n_keys; i++) ok_k &= (kk[i] = table_column(m->t[k], ta->names[i])) >= 0;
+        Keys keys_k = {m->t[k], kk, m->n_keys};
+        if (ok_k) m->matched[k] = match_rows(&keys_a, rows_a, n_a, &keys_k, rows_k, n_k, m->match[k]);
+        else for (int i = 0; i < ta->n_rows; i++) m->match[k][i] = -1;
+        ok &= ok_k;
+        free(rows_k);
     }
     free(rows_a);
-    free(rows_b);
     free(ka);
-    free(kb);
-    free(match);
+    free(kk);
     return ok ? 0 : 1;
 }
 
-int render_ratio_summary(Report *r, Error *err) {
-    int n_a, n_b;
-    char **a = list_csv(r->runs[0].dir, &n_a), **b = list_csv(r->runs[1].dir, &n_b);
+static char **add_table_row(PdfTable *pt, int *cap) {
+    if (pt->n_rows == *cap) {
+        *cap = 2 * *cap + 8;
+        pt->cells = reallocCheck(pt->cells, (size_t)*cap * pt->n_cols * sizeof *pt->cells);
+    }
+    return &pt->cells[(size_t)pt->n_rows++ * pt->n_cols];
+}
+
+// Summary rows (file, column, machine, matched, geometric mean, min, max of X/A) for one CSV
+// that every run has.
+static void summarise_csv(const char *name, const Matched *m, PdfTable *pt, int *cap) {
+    const Table *ta = m->t[0];
+    for (int c = m->n_keys; c < ta->n_cols; c++) {
+        if (!numeric_column(ta, m->match[0], ta->n_rows, c)) continue;
+        for (int k = 1; k < m->n_runs; k++) {
+            int ck = table_column(m->t[k], ta->names[c]);
+            if (ck < 0) continue;
+            double log_sum = 0, lo = INFINITY, hi = -INFINITY;
+            int n = 0;
+            for (int i = 0; i < ta->n_rows; i++) {
+                if (m->match[k][i] < 0) continue;
+                double ratio = table_value(m->t[k], m->match[k][i], ck) / table_value(ta, i, c);
+                if (!(ratio > 0) || !isfinite(ratio)) continue;
+                log_sum += log(ratio), n++;
+                lo = fmin(lo, ratio), hi = fmax(hi, ratio);
+            }
+            char **cells = add_table_row(pt, cap), buf[64];
+            cells[0] = dup_string(name);
+            utf8_sanitize(cells[0]); // a file name may be any bytes
+            cells[1] = dup_string(ta->names[c]);
+            snprintf(buf, sizeof buf, "%c/A", machine_letter(k));
+            cells[2] = dup_string(buf);
+            snprintf(buf, sizeof buf, "%d / %d", m->matched[k], ta->n_rows);
+            cells[3] = dup_string(buf);
+            double stats[3] = {n ? exp(log_sum / n) : NAN, n ? lo : NAN, n ? hi : NAN};
+            for (int s = 0; s < 3; s++) {
+                format_ratio(1, stats[s], buf, sizeof buf);
+                cells[4 + s] = dup_string(buf);
+            }
+        }
+    }
+}
+
+// "A = x, B = y, C = z"
+static void machine_list(const Report *r, char *buf, size_t size) {
+    buf[0] = '\0';
+    for (int k = 0; k < r->n_runs; k++)
+        snprintf(buf + strlen(buf), size - strlen(buf), "%s%c = %s", k ? ", " : "", machine_letter(k), r->runs[k].label);
+}
+
+// The CSVs every run has (A's names, sorted), and a note of those some run lacks.
+static char **shared_csvs(const Report *r, int *n, char *note, size_t size) {
+    int n_a;
+    char **a = list_csv(r->runs[0].dir, &n_a), **shared = NULL;
+    *n = 0;
+    note[0] = '\0';
+    for (int i = 0; i < n_a; i++) {
+        char lacking[64] = "";
+        for (int k = 1; k < r->n_runs; k++)
+            if (!in_dir(r->runs[k].dir, a[i])) snprintf(lacking + strlen(lacking), sizeof lacking - strlen(lacking), "%c", machine_letter(k));
+        if (*lacking) {
+            snprintf(note + strlen(note), size - strlen(note), "%s%s (not in %s)", *note ? ", " : "", a[i], lacking);
+            continue;
+        }
+        shared = reallocCheck(shared, (size_t)(*n + 1) * sizeof *shared);
+        shared[(*n)++] = dup_string(a[i]);
+    }
+    for (int k = 1; k < r->n_runs; k++) {
+        int n_k;
+        char **names = list_csv(r->runs[k].dir, &n_k);
+        for (int i = 0; i < n_k; i++)
+            if (!in_dir(r->runs[0].dir, names[i]))
+                snprintf(note + strlen(note), size - strlen(note), "%s%s (only in %c)", *note ? ", " : "", names[i], machine_letter(k));
+        free_list(names, n_k);
+    }
+    utf8_sanitize(note);
+    free_list(a, n_a);
+    return shared;
+}
+
+static void section_heading(Report *r, const char *title) {
     char number[16];
     snprintf(number, sizeof number, "%d", ++r->section);
-    pdf_heading(r->pdf, 1, number, "Summary of B/A ratios", 0);
-    char intro[1200];
+    pdf_heading(r->pdf, 1, number, title, 0);
+}
+
+static void summary_table(Report *r, PdfTable *pt, const char *caption) {
+    char label[32];
+    snprintf(label, sizeof label, "Table %d", ++r->table_no);
+    pdf_table(r->pdf, pt, label, caption);
+}
+
+int render_ratio_summary(Report *r, Error *err) {
+    if (r->n_runs < 2) return 0;
+    char machines[800], note[1600], intro[2400];
+    int n_shared, status = 0, cap = 0;
+    char **shared = shared_csvs(r, &n_shared, note, sizeof note);
+    machine_list(r, machines, sizeof machines);
+    section_heading(r, "Summary of ratios against A");
     snprintf(intro, sizeof intro,
-             "Every CSV that both runs wrote, A = %s and B = %s. Rows are matched on each file's key columns (the "
-             "shortest run of leading columns that tells its rows apart); for each numeric column after them the table "
-             "gives the geometric mean, the minimum and the maximum of B/A over the matched rows. Below 1× B is smaller "
-             "(for a time: faster); exactly 1× means identical values, as a deterministic column should be.",
-             r->runs[0].label, r->runs[1].label);
+             "Every CSV that all runs wrote, %s. Rows are matched on each file's key columns (the shortest run of "
+             "leading columns that tells A's rows apart); for each numeric column after them and each machine after A "
+             "the table gives the geometric mean, the minimum and the maximum of its ratio to A over the matched rows. "
+             "Below 1× the machine's value is smaller (for a time: faster); exactly 1× means identical values, as a "
+             "deterministic column should be.",
+             machines);
     pdf_paragraph(r->pdf, intro, 0);
-    PdfTable pt = new_pdf_table(6, 0);
-    static const char *headers[6] = {"CSV", "column", "rows matched", "geo. mean B/A", "min B/A", "max B/A"};
-    for (int i = 0; i < 6; i++) {
+    PdfTable pt = new_pdf_table(7, 0);
+    static const char *headers[7] = {"CSV", "column", "ratio", "rows matched", "geo. mean", "min", "max"};
+    for (int i = 0; i < 7; i++) {
         pt.headers[i] = dup_string(headers[i]);
-        pt.align[i] = i < 2 ? ALIGN_LEFT : ALIGN_RIGHT;
+        pt.align[i] = i < 3 ? ALIGN_LEFT : ALIGN_RIGHT;
     }
-    int cap = 0, status = 0;
-    char only[1200] = "";
-    for (int i = 0; i < n_a && status == 0; i++) {
-        const char *why = in_dir(r->runs[1].dir, a[i]) ? NULL : "only in A";
-        if (!why && (status = summarise_csv(r, a[i], &pt, &cap, err)) == 1) why = "key columns differ", status = 0;
-        if (why) snprintf(only + strlen(only), sizeof only - strlen(only), "%s%s (%s)", *only ? ", " : "", a[i], why);
+    for (int i = 0; i < n_shared && status == 0; i++) {
+        Matched m;
+        status = match_csv(r, shared[i], &m, err);
+        if (status == 0) summarise_csv(shared[i], &m, &pt, &cap);
+        if (status == 1) {
+            snprintf(note + strlen(note), sizeof note - strlen(note), "%s%s (key columns differ)", *note ? ", " : "", shared[i]);
+            status = 0;
+        }
+        free_matched(&m);
     }
-    for (int i = 0; i < n_b; i++)
-        if (!in_dir(r->runs[0].dir, b[i]))
-            snprintf(only + strlen(only), sizeof only - strlen(only), "%s%s (only in B)", *only ? ", " : "", b[i]);
     if (status == 0) {
-        r->table_no++;
-        char label[32];
-        snprintf(label, sizeof label, "Table %d", r->table_no);
-        pdf_table(r->pdf, &pt, label, "B/A ratios over every shared CSV.");
-        if (*only) {
-            char text[1300];
-            snprintf(text, sizeof text, "Not compared: %s.", only);
-            utf8_sanitize(text);
+        summary_table(r, &pt, "Ratios against A over every shared CSV.");
+        if (*note) {
+            char text[1800];
+            snprintf(text, sizeof text, "Not compared: %s.", note);
             pdf_paragraph(r->pdf, text, 0);
         }
     }
     free_pdf_table(&pt);
-    free_list(a, n_a);
-    free_list(b, n_b);
+    free_list(shared, n_shared);
+    return status;
+}
+
+// --- which machine wins what --------------------------------------------------------------------
+
+static int ends_with(const char *s, const char *tail) {
+    size_t n = strlen(s), m = strlen(tail);
+    return n >= m && strcmp(s + n - m, tail) == 0;
+}
+
+// +1 when a larger value is better (a rate: tokens/s, GB/s, FLOP/s), -1 when a smaller one is
+// (a time in ms), 0 for any other column; spreads (p10, p90, best) are left to the median.
+static int speed_direction(const char *name) {
+    static const char *spreads[] = {"_p10", "_p90", "_best", "_min", "_max"};
+    static const char *rates[] = {"tok_s", "tokens_per_s", "flop_s", "flop_per_s", "gb_s"};
+    for (size_t i = 0; i < sizeof spreads / sizeof spreads[0]; i++)
+        if (strstr(name, spreads[i])) return 0;
+    if (ends_with(name, "_ms") || ends_with(name, "_ms_median")) return -1;
+    for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++)
+        if (strstr(name, rates[i])) return 1;
+    return 0;
+}
+
+// One row of the winners' table for column c of a shared CSV: each machine's geometric mean
+// ratio to A over the rows every machine has; 0 when no row counts or every machine gives the
+// same numbers (then nothing is won), else 1 with *winner set.
+static int column_winner(const Matched *m, int c, int direction, double *geo, int *n_rows, int *winner) {
+    const Table *ta = m->t[0];
+    int cols[MAX_RUNS];
+    for (int k = 0; k < m->n_runs; k++)
+        if ((cols[k] = table_column(m->t[k], ta->names[c])) < 0) return 0;
+    double log_sum[MAX_RUNS] = {0};
+    int n = 0, differ = 0;
+    for (int i = 0; i < ta->n_rows; i++) {
+        double ratio[MAX_RUNS];
+        int usable = 1;
+        for (int k = 0; k < m->n_runs && usable; k++) {
+            if (m->match[k][i] < 0) usable = 0;
+            else ratio[k] = table_value(m->t[k], m->match[k][i], cols[k]) / table_value(ta, i, c);
+            usable &= ratio[k] > 0 && isfinite(ratio[k]);
+        }
+        if (!usable) continue;
+        for (int k = 0; k < m->n_runs; k++) log_sum[k] += log(ratio[k]), differ |= ratio[k] != 1.0;
+        n++;
+    }
+    *n_rows = n;
+    if (n == 0 || !differ) return 0;
+    *winner = 0;
+    for (int k = 0; k < m->n_runs; k++) {
+        geo[k] = exp(log_sum[k] / n);
+        if (direction * (geo[k] - geo[*winner]) > 0) *winner = k;
+    }
+    return 1;
+}
+
+int render_winners(Report *r, Error *err) {
+    section_heading(r, "Which machine wins what");
+    char missing[2400] = "";
+    for (int i = 0; i < r->n_missing; i++)
+        snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s", i ? "; " : "", r->missing[i]);
+    if (*missing) {
+        char text[2600];
+        snprintf(text, sizeof text, "No results from %d machine%s: %s. They are left out of every section.", r->n_missing,
+                 r->n_missing == 1 ? "" : "s", missing);
+        utf8_sanitize(text);
+        pdf_notice(r->pdf, "Missing:", text);
+    }
+    if (r->n_runs < 2) {
+        pdf_paragraph(r->pdf, "Only one machine has results, so there is nothing to win.", 0);
+        return 0;
+    }
+    char machines[800], note[1600], intro[2000];
+    machine_list(r, machines, sizeof machines);
+    snprintf(intro, sizeof intro,
+             "For every timing column (…_ms, …_ms_median: lower is better) and throughput column (tokens/s, GB/s, "
+             "FLOP/s: higher is better) of the CSVs all machines wrote, %s: the rows that every machine has (matched on "
+             "the key columns), each machine's geometric mean ratio to A over them, and the winner, the machine with "
+             "the best mean. Columns where every machine gives the same numbers (reference tables, models trained once "
+             "and copied) are left out.",
+             machines);
+    pdf_paragraph(r->pdf, intro, 0);
+    int n_shared, status = 0, cap = 0, wins[MAX_RUNS] = {0}, contests = 0;
+    char **shared = shared_csvs(r, &n_shared, note, sizeof note);
+    PdfTable pt = new_pdf_table(5 + r->n_runs, 0);
+    static const char *headers[4] = {"CSV", "column", "better", "rows"};
+    for (int i = 0; i < 4; i++) pt.headers[i] = dup_string(headers[i]), pt.align[i] = i < 3 ? ALIGN_LEFT : ALIGN_RIGHT;
+    for (int k = 0; k < r->n_runs; k++) {
+        char head[16];
+        snprintf(head, sizeof head, "%c ×A", machine_letter(k));
+        pt.headers[4 + k] = dup_string(head);
+        pt.align[4 + k] = ALIGN_RIGHT;
+    }
+    pt.headers[4 + r->n_runs] = dup_string("winner");
+    pt.align[4 + r->n_runs] = ALIGN_LEFT;
+    for (int i = 0; i < n_shared && status == 0; i++) {
+        Matched m;
+        status = match_csv(r, shared[i], &m, err);
+        for (int c = m.n_keys; status == 0 && c < m.t[0]->n_cols; c++) {
+            int direction = speed_direction(m.t[0]->names[c]), n_rows, winner;
+            double geo[MAX_RUNS];
+            if (!direction || !column_winner(&m, c, direction, geo, &n_rows, &winner)) continue;
+            char **cells = add_table_row(&pt, &cap), buf[400];
+            cells[0] = dup_string(shared[i]);
+            utf8_sanitize(cells[0]);
+            cells[1] = dup_string(m.t[0]->names[c]);
+            cells[2] = dup_string(direction > 0 ? "higher" : "lower");
+            snprintf(buf, sizeof buf, "%d", n_rows);
+            cells[3] = dup_string(buf);
+            for (int k = 0; k < r->n_runs; k++) {
+                format_ratio(1, geo[k], buf, sizeof buf);
+                cells[4 + k] = dup_string(buf);
+            }
+            snprintf(buf, sizeof buf, "%c: %s", machine_letter(winner), r->runs[winner].label);
+            cells[4 + r->n_runs] = dup_string(buf);
+            wins[winner]++, contests++;
+        }
+        if (status == 1) status = 0; // key columns differ: the ratio summary names it
+        free_matched(&m);
+    }
+    if (status == 0) {
+        char tally[1600] = "";
+        for (int k = 0; k < r->n_runs; k++)
+            snprintf(tally + strlen(tally), sizeof tally - strlen(tally), "%s%c (%s) wins %d", k ? "; " : "", machine_letter(k),
+                     r->runs[k].label, wins[k]);
+        snprintf(tally + strlen(tally), sizeof tally - strlen(tally), " of the %d timing and throughput columns.", contests);
+        pdf_paragraph(r->pdf, tally, 0);
+        summary_table(r, &pt, "Each machine's geometric mean ratio to A per timing or throughput column, and the winner.");
+    }
+    free_pdf_table(&pt);
+    free_list(shared, n_shared);
     return status;
 }

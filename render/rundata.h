@@ -17,6 +17,8 @@
 #include "common.h"
 #include "table.h"
 
+#define MAX_RUNS 6 // the most run directories one comparison reads (one line style each)
+
 typedef struct {
     char *dir;     // the run directory
     char *ref_dir; // where reference CSVs live (the template's directory)

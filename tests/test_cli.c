@@ -1,7 +1,8 @@
 // test_cli.c: the shared command-line options, value parsers and progress lines
 // (experiments/lab/cli.c) and the experiment harness's option tables and CSV paths
 // (experiments/lab/lab.c): good values parse, bad ones are rejected with a message naming
-// the option and the text.
+// the option and the text; --shard splits a sweep so that every item has one shard and the
+// merged shards are the whole run's file byte for byte.
 // Run: make build/tests/test_cli && ./build/tests/test_cli
 #include <setjmp.h>
 #include <stdarg.h>
@@ -297,6 +298,125 @@ static void test_lab_meta(void **state) {
     assert_string_equal(r.meta[1].value, "m.gguf");
 }
 
+// An experiment with a sweep that --shard splits: 13 items, each a row of "cells" (sharded).
+static const LabTable SHARD_TABLES[] = {{"cells", "item,value", "per item", LAB_CPU | LAB_SHARDED},
+                                        {"summary", "n", "whole sweep", LAB_CPU}, {0}};
+static const Experiment SHARDED = {"sharded", "[options]", "A test.", NULL, SHARD_TABLES, LAB_COMMON | LAB_SHARD, NULL,
+                                   no_run};
+
+static int parse_sharded(LabRun *r, Error *err, const char *a1, const char *a2, const char *a3, const char *a4) {
+    char *argv[8] = {"sharded", (char *)a1, (char *)a2, (char *)a3, (char *)a4};
+    int argc = 1, help;
+    while (argc < 5 && argv[argc]) argc++;
+    return lab_parse(&SHARDED, argc, argv, r, &help, err);
+}
+
+// The sweep's rows as the run writes them: its own items only.
+static void write_sweep(LabRun *r, int n_items) {
+    CsvWriter w = lab_csv(r, 0);
+    for (int i = 0; i < n_items; i++)
+        if (lab_shard_owns(r, i, n_items)) csv_row(&w, "%d,%.6g", i, 1.0 / (i + 1));
+    csv_close(&w);
+}
+
+// --shard K/N and --merge-shards N parse, and bad values name the option.
+static void test_lab_shard_options(void **state) {
+    (void)state;
+    LabRun r;
+    Error err = {""};
+    assert_int_equal(parse_sharded(&r, &err, "--shard", "2/5", NULL, NULL), 0);
+    assert_int_equal(r.shard, 2);
+    assert_int_equal(r.n_shards, 5);
+    assert_int_equal(parse_sharded(&r, &err, "--merge-shards", "5", NULL, NULL), 0);
+    assert_int_equal(r.merge_shards, 5);
+    assert_int_equal(r.n_shards, 0);
+    static const struct {
+        const char *args[4], *message;
+    } bad[] = {
+        {{"--shard", "5/5"}, "--shard K: 5 is out of range [0, 4]"},
+        {{"--shard", "1/0"}, "--shard N: 0 is out of range"},
+        {{"--shard", "3"}, "--shard '3': give K/N"},
+        {{"--shard", "a/2"}, "--shard K: 'a' is not an integer"},
+        {{"--merge-shards", "0"}, "--merge-shards: 0 is out of range"},
+        {{"--shard", "0/2", "--merge-shards", "2"}, "not both"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(parse_sharded(&r, &err, bad[i].args[0], bad[i].args[1], bad[i].args[2], bad[i].args[3]), -1);
+        if (!strstr(err.msg, bad[i].message)) fail_msg("case %zu: '%s' lacks '%s'", i, err.msg, bad[i].message);
+    }
+    // without LAB_SHARD the options do not exist
+    LabRun plain;
+    int help;
+    char *argv[] = {"exp", "--shard", "0/2"};
+    assert_int_equal(lab_parse(&EXPERIMENT, 3, argv, &plain, &help, &err), -1);
+}
+
+// Every item of a sweep belongs to exactly one shard, and shard order is item order.
+static void test_lab_shard_owns(void **state) {
+    (void)state;
+    LabRun r = {0};
+    assert_true(lab_shard_owns(&r, 5, 7)); // no --shard: every item
+    static const int sizes[] = {0, 1, 2, 7, 13, 100}, shards[] = {1, 2, 3, 7, 16};
+    for (size_t a = 0; a < sizeof sizes / sizeof sizes[0]; a++)
+        for (size_t b = 0; b < sizeof shards / sizeof shards[0]; b++) {
+            int n = sizes[a], last_owner = 0;
+            r.n_shards = shards[b];
+            for (int i = 0; i < n; i++) {
+                int owners = 0, owner = -1;
+                for (r.shard = 0; r.shard < r.n_shards; r.shard++)
+                    if (lab_shard_owns(&r, i, n)) owners++, owner = r.shard;
+                assert_int_equal(owners, 1);
+                assert_true(owner >= last_owner);
+                last_owner = owner;
+            }
+        }
+}
+
+// Shards merge into the bytes one whole run writes, and are removed; a missing shard or one
+// of another table is an error that writes nothing.
+static void test_lab_merge_shards(void **state) {
+    (void)state;
+    char whole[] = "/tmp/inferlab-whole-XXXXXX", split[] = "/tmp/inferlab-split-XXXXXX", path[96], cmd[160];
+    assert_non_null(mkdtemp(whole));
+    assert_non_null(mkdtemp(split));
+    LabRun r;
+    Error err = {""};
+    assert_int_equal(parse_sharded(&r, &err, "--out", whole, NULL, NULL), 0);
+    write_sweep(&r, 13);
+    for (int k = 0; k < 4; k++) {
+        char shard[16];
+        snprintf(shard, sizeof shard, "%d/4", k);
+        assert_int_equal(parse_sharded(&r, &err, "--out", split, "--shard", shard), 0);
+        write_sweep(&r, 13);
+    }
+    assert_int_equal(parse_sharded(&r, &err, "--out", split, "--merge-shards", "4"), 0);
+    assert_int_equal(lab_merge_shards(&r, 4, &err), 0);
+    snprintf(cmd, sizeof cmd, "cmp -s %s/cells.csv %s/cells.csv", whole, split);
+    assert_int_equal(system(cmd), 0);
+    snprintf(path, sizeof path, "%s/cells.shard-0-of-4.csv", split);
+    assert_int_not_equal(access(path, F_OK), 0);
+
+    // shard 1 of 2 missing: an error naming it, and no cells.csv
+    snprintf(path, sizeof path, "%s/cells.csv", split);
+    unlink(path);
+    assert_int_equal(parse_sharded(&r, &err, "--out", split, "--shard", "0/2"), 0);
+    write_sweep(&r, 13);
+    assert_int_equal(lab_merge_shards(&r, 2, &err), -1);
+    assert_non_null(strstr(err.msg, "cells.shard-1-of-2.csv"));
+    assert_int_not_equal(access(path, F_OK), 0);
+    // a shard with another header
+    snprintf(path, sizeof path, "%s/cells.shard-1-of-2.csv", split);
+    FILE *f = fopen(path, "w");
+    fputs("item,other\n1,2\n", f);
+    fclose(f);
+    assert_int_equal(lab_merge_shards(&r, 2, &err), -1);
+    assert_non_null(strstr(err.msg, "is not the table's header"));
+    snprintf(path, sizeof path, "%s/cells.csv", split);
+    assert_int_not_equal(access(path, F_OK), 0);
+    snprintf(cmd, sizeof cmd, "rm -r %s %s", whole, split);
+    assert_int_equal(system(cmd), 0);
+}
+
 // Into a log (not a terminal) progress is one plain line per call once the interval has
 // passed; with interval 0, every call.
 static void test_progress_lines_in_a_log(void **state) {
@@ -338,6 +458,9 @@ int main(void) {
         cmocka_unit_test(test_lab_csv_paths),
         cmocka_unit_test(test_lab_csv_merges_backends),
         cmocka_unit_test(test_lab_meta),
+        cmocka_unit_test(test_lab_shard_options),
+        cmocka_unit_test(test_lab_shard_owns),
+        cmocka_unit_test(test_lab_merge_shards),
         cmocka_unit_test(test_progress_lines_in_a_log),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,8 +2,8 @@
 // run_b) and template (templates/fixture.tmpl). The PDF is read back with poppler-utils:
 // its page count, metadata, outline (pdftohtml -xml) and text (pdftotext) must hold the
 // sections, numbered captions, "not run" notices and numbers computed here from the CSVs;
-// every figure is saved as a PNG of the expected size. Compare mode overlays both runs and
-// tabulates B/A. A requirement of one backend's rows (F.csv[backend=cuda]) holds only when
+// every figure is saved as a PNG of the expected size. Compare mode overlays the runs and
+// tabulates B/A (C/A...), ends with "which machine wins what", and names a missing run. A requirement of one backend's rows (F.csv[backend=cuda]) holds only when
 // such a row exists, and reads its reason from F.cuda.skip. Template mistakes name the
 // template line, and a failed render leaves no PDF behind. bin/render's command line is checked when $INFERLAB_BIN has it.
 // Other tools read the PDFs cleanly (no pdftotext / pdftoppm warnings, qpdf --check passes,
@@ -216,15 +216,16 @@ static void test_compare_report(void **state) {
     snprintf(out, sizeof out, "%s/compare.pdf", scratch);
     ReportOptions o = options(out, NULL);
     Error err;
-    if (report_compare(&o, run_a, run_b, &err)) fail_msg("%s", err.msg);
+    const char *dirs[] = {run_a, run_b};
+    if (report_compare(&o, dirs, 2, &err)) fail_msg("%s", err.msg);
     assert_true(file_exists(out));
     require_poppler();
     char *text = pdf_text(out);
     static const char *want[] = {
-        "A: xeon-8375c-2c", "B: epyc-9654-16c-h200", "NVIDIA H200", "Not run on xeon-8375c-2c: no CUDA device",
+        "A: xeon-8375c-2c", "B: epyc-9654-16c-h200", "NVIDIA H200", "Not run on A (xeon-8375c-2c): no CUDA device",
         "Figure 11: Attention on the GPU", "Not run on either machine: the speculative experiment",
         "Figure 12a:", "Figure 12b:", "Table 2a:", "Table 2b:", "prefill (ms) B/A", "14 of 14 rows matched on 3 key columns",
-        "Summary of B/A ratios", "geo. mean", "attention_cuda.csv (only in B)"};
+        "Summary of ratios against A", "geo. mean", "attention_cuda.csv (only in B)", "Which machine wins what"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) expect_text(text, want[i]);
     // placeholders read A → B
     double a = fixture_value(run_a, "kv_cache.csv", "total_ms", "mode", "cache", "prompt_len", "1024", "gen_len", "1024");
@@ -251,10 +252,64 @@ static void test_compare_default_path(void **state) {
         {"A", "B", "compare-A-vs-B.pdf"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *p = compare_default_path(cases[i][0], cases[i][1]);
+        char *p = compare_default_path(cases[i], 2);
         assert_string_equal(p, cases[i][2]);
         free(p);
     }
+    const char *three[] = {"fleet/cpu", "fleet/a100", "fleet/h100"};
+    char *p = compare_default_path(three, 3);
+    assert_string_equal(p, "fleet/compare-cpu-vs-a100-vs-h100.pdf");
+    free(p);
+}
+
+// A copy of run A as a third machine whose every time in kv_cache.csv is 100x shorter.
+static void make_fast_copy(const char *dir) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd,
+             "rm -rf '%s' && cp -r '%s' '%s' && awk -F, -v OFS=, "
+             "'NR == 1 { for (i = 1; i <= NF; i++) if ($i ~ /_ms(_median)?$/) ms[i] = 1; print; next }"
+             " { for (i in ms) $i = $i / 100; print }' '%s/kv_cache.csv' > '%s/kv.tmp' && mv '%s/kv.tmp' '%s/kv_cache.csv'",
+             dir, run_a, dir, run_a, dir, dir, dir);
+    int status;
+    free(command_output(cmd, &status));
+    assert_int_equal(status, 0);
+}
+
+// Three machines and a fourth without results: every machine has a letter and a line style,
+// tables give B/A and C/A, the machine that is 100x faster wins kv_cache.csv's times, two
+// machines of one hardware are told apart by their directories, and the missing one is named.
+static void test_compare_many(void **state) {
+    (void)state;
+    char out[700], run_c[700], gone[700];
+    snprintf(out, sizeof out, "%s/compare3.pdf", scratch);
+    snprintf(run_c, sizeof run_c, "%s/run_c", scratch);
+    snprintf(gone, sizeof gone, "%s/run_gone", scratch);
+    make_fast_copy(run_c);
+    ReportOptions o = options(out, NULL);
+    Error err;
+    const char *dirs[] = {run_a, run_b, run_c, gone};
+    if (report_compare(&o, dirs, 4, &err)) fail_msg("%s", err.msg);
+    require_poppler();
+    char *text = pdf_text(out);
+    static const char *want[] = {
+        "A: xeon-8375c-2c (run_a)", "B: epyc-9654-16c-h200", "C: xeon-8375c-2c (run_c)", "(ms) C/A",
+        "14 of 14 (B), 14 of 14 (C) rows matched", "Not run on C (xeon-8375c-2c (run_c)): no CUDA device",
+        "Which machine wins what", "No results from 1 machine: run_gone (no directory", "Figure 12c:",
+        "decode_ms_median", "0.01×"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) expect_text(text, want[i]);
+    // the tally (its lines joined): C wins at least every time column of kv_cache.csv
+    for (char *c = text; *c; c++)
+        if (*c == '\n') *c = ' ';
+    const char *tally = strstr(text, "C (xeon-8375c-2c (run_c)) wins ");
+    if (!tally) fail_msg("no tally line for C");
+    int wins = atoi(tally + strlen("C (xeon-8375c-2c (run_c)) wins "));
+    assert_true(wins >= 3); // prefill_ms, decode_ms_median and total_ms
+    free(text);
+    expect_clean_for_tools(out);
+    // every run missing is an error, naming one
+    const char *none[] = {gone, gone};
+    assert_int_not_equal(report_compare(&o, none, 2, &err), 0);
+    assert_non_null(strstr(err.msg, "no directory"));
 }
 
 // --- tables keep their words whole ------------------------------------------------------------
@@ -518,7 +573,7 @@ static void test_command_line(void **state) {
     } cases[] = {
         {"", 2, "give one run directory"},
         {"--bogus x", 2, "try 'bin/render --help'"},
-        {"--compare one", 2, "--compare needs two run directories"},
+        {"--compare one", 2, "--compare needs 2 to 6 run directories"},
         {"--dpi 72 x", 2, "--dpi '72'"},
         {"/nonexistent/run", 1, "render: error: /nonexistent/run"},
     };
@@ -545,7 +600,7 @@ static void test_command_line(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_single_report),     cmocka_unit_test(test_compare_report),
-        cmocka_unit_test(test_compare_default_path), cmocka_unit_test(test_template_mistakes),
+        cmocka_unit_test(test_compare_default_path), cmocka_unit_test(test_compare_many), cmocka_unit_test(test_template_mistakes),
         cmocka_unit_test(test_malformed_run_csv), cmocka_unit_test(test_requires_rows_of_a_backend),
         cmocka_unit_test(test_command_line),      cmocka_unit_test(test_table_words_stay_whole),
     };

@@ -1,15 +1,18 @@
 // lab.c: the experiment harness (see lab.h): the option table -> getopt_long and --help,
-// the shared options, the backend check, CSV paths and the meta.csv ending.
+// the shared options, the backend check, CSV paths, shards and the meta.csv ending.
 #include "lab.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels.h"
 
-enum { MAX_OPTIONS = 64, OPT_OWN = 0x2000, OPT_BACKEND = 0x1fff }; // OPT_OWN + i: option i of the table
+enum { MAX_OPTIONS = 64, OPT_OWN = 0x2000, OPT_BACKEND = 0x1fff, OPT_SHARD = 0x1ffe, OPT_MERGE = 0x1ffd }; // OPT_OWN + i: option i of the table
+enum { MAX_SHARDS = 4096 };
 
 // The shared options, for --help; `flag` is the LAB_* bit that brings each in.
 static const struct {
@@ -21,6 +24,8 @@ static const struct {
     {LAB_PROFILE, "profile", "P", "quick (tiny sweep, for tests and CI) or full (default)"},
     {LAB_PROFILE, "quick", NULL, "same as --profile quick"},
     {LAB_THREADS, "threads", "N", "OpenMP and OpenBLAS threads (default: every core)"},
+    {LAB_SHARD, "shard", "K/N", "run only part K (0..N-1) of N of the sweep, writing <table>.shard-K-of-N.csv"},
+    {LAB_SHARD, "merge-shards", "N", "join the N shards of each split table into <table>.csv, and run nothing"},
 };
 
 static int n_options(const Experiment *e) {
@@ -63,6 +68,10 @@ static int build_getopt(const Experiment *e, struct option *out, char *shorts, s
         if (e->common & flag) out[n++] = common[i];
     }
     if (e->common & LAB_BACKEND) out[n++] = (struct option){"backend", required_argument, 0, OPT_BACKEND};
+    if (e->common & LAB_SHARD) {
+        out[n++] = (struct option){"shard", required_argument, 0, OPT_SHARD};
+        out[n++] = (struct option){"merge-shards", required_argument, 0, OPT_MERGE};
+    }
     size_t len = (size_t)snprintf(shorts, shorts_size, ":h"); // ':' reports a missing value as ':'
     for (int i = 0; i < n_options(e); i++) {
         const LabOption *o = &e->options[i];
@@ -86,6 +95,19 @@ static int own_option(const Experiment *e, int code) {
     return -1;
 }
 
+// "K/N" with 0 <= K < N <= MAX_SHARDS.
+static int parse_shard(const char *text, LabRun *r, Error *err) {
+    const char *slash = strchr(text, '/');
+    char k_text[32];
+    long k, n;
+    if (!slash || slash - text >= (long)sizeof k_text) return error_set(err, "--shard '%s': give K/N, as in 0/4", text);
+    snprintf(k_text, sizeof k_text, "%.*s", (int)(slash - text), text);
+    if (cli_parse_long("--shard N", slash + 1, 1, MAX_SHARDS, &n, err) || cli_parse_long("--shard K", k_text, 0, n - 1, &k, err))
+        return -1;
+    r->shard = (int)k, r->n_shards = (int)n;
+    return 0;
+}
+
 int lab_parse(const Experiment *e, int argc, char **argv, LabRun *r, int *help, Error *err) {
     memset(r, 0, sizeof *r);
     r->exp = e;
@@ -107,11 +129,18 @@ int lab_parse(const Experiment *e, int argc, char **argv, LabRun *r, int *help, 
         if (code == 'h' || code == CLI_OPT_HELP) *help = 1;
         else if (code == OPT_BACKEND) {
             if (backend_parse(optarg, &r->backend, err)) return -1;
+        } else if (code == OPT_SHARD) {
+            if (parse_shard(optarg, r, err)) return -1;
+        } else if (code == OPT_MERGE) {
+            long n;
+            if (cli_parse_long("--merge-shards", optarg, 1, MAX_SHARDS, &n, err)) return -1;
+            r->merge_shards = (int)n;
         } else if (own_option(e, code) >= 0) {
             if (parse_value(&e->options[own_option(e, code)], optarg, err)) return -1;
         } else if (cli_common_option(&common, code, optarg, err) != 1) return -1;
     }
     if (optind < argc) return error_set(err, "unexpected argument '%s'", argv[optind]);
+    if (r->n_shards && r->merge_shards) return error_set(err, "give --shard or --merge-shards, not both");
     snprintf(r->out_dir, sizeof r->out_dir, "%s", common.out_dir);
     snprintf(r->profile, sizeof r->profile, "%s", common.profile);
     r->quick = strcmp(r->profile, "quick") == 0;
@@ -161,7 +190,7 @@ static void print_help(const Experiment *e) {
             const LabTable *t = &e->tables[i];
             char name[96];
             snprintf(name, sizeof name, "%s.csv%s", t->stem,
-                     t->backends == LAB_CUDA ? " (GPU)" : t->backends == LAB_BOTH ? " (both)" : "");
+                     (t->backends & LAB_BOTH) == LAB_CUDA ? " (GPU)" : (t->backends & LAB_BOTH) == LAB_BOTH ? " (both)" : "");
             printf("  %-32s %s\n", name, t->about);
         }
     }
@@ -181,6 +210,10 @@ int lab_main(const Experiment *e, int argc, char **argv) {
         print_help(e);
         return 0;
     }
+    if (r.merge_shards) {
+        if (lab_merge_shards(&r, r.merge_shards, &err)) die("%s: %s", e->name, err.msg);
+        return 0;
+    }
     backend_require(r.backend, e->name); // before anything is read or written
     if (check_required(e, &err)) cli_usage_error(e->name, err.msg);
     if (e->common & LAB_THREADS) kernels_set_threads(r.threads);
@@ -196,11 +229,70 @@ int lab_main(const Experiment *e, int argc, char **argv) {
 void lab_csv_path(const LabRun *r, int table, char *buf, size_t size) {
     if (table < 0 || table >= n_tables(r->exp)) die("%s: no table %d", r->exp->name, table);
     const LabTable *t = &r->exp->tables[table];
-    unsigned backends = t->backends ? t->backends : LAB_CPU;
+    unsigned backends = t->backends & LAB_BOTH ? t->backends & LAB_BOTH : LAB_CPU;
     if (!(backends & (r->backend == BACKEND_CUDA ? LAB_CUDA : LAB_CPU)))
         die("%s: table %s is not written on the %s", r->exp->name, t->stem, backend_name(r->backend));
-    if (snprintf(buf, size, "%s/%s.csv", r->out_dir, t->stem) >= (int)size)
-        die("output path too long: %s/%s", r->out_dir, t->stem);
+    if (r->n_shards && !(t->backends & LAB_SHARDED)) die("%s: table %s is not split by --shard", r->exp->name, t->stem);
+    int n = r->n_shards ? snprintf(buf, size, "%s/%s.shard-%d-of-%d.csv", r->out_dir, t->stem, r->shard, r->n_shards)
+                        : snprintf(buf, size, "%s/%s.csv", r->out_dir, t->stem);
+    if (n >= (int)size) die("output path too long: %s/%s", r->out_dir, t->stem);
+}
+
+int lab_shard_owns(const LabRun *r, long i, long n) {
+    if (!r->n_shards) return 1;
+    return i >= r->shard * n / r->n_shards && i < (r->shard + 1) * n / r->n_shards;
+}
+
+// Append the file at path to out, without its first line when skip_header; the first line
+// must be `header`.
+static int append_shard(FILE *out, const char *path, const char *header, int skip_header, Error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return error_set(err, "%s: %s (every shard must have finished)", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len = getline(&line, &cap, f);
+    int status = 0;
+    if (len < 1 || line[len - 1] != '\n' || (size_t)len - 1 != strlen(header) || strncmp(line, header, strlen(header)) != 0)
+        status = error_set(err, "%s: its first line is not the table's header '%s'", path, header);
+    if (status == 0 && !skip_header) fputs(line, out);
+    char buf[1 << 16];
+    for (size_t n; status == 0 && (n = fread(buf, 1, sizeof buf, f)) > 0;) fwrite(buf, 1, n, out);
+    if (status == 0 && ferror(f)) status = error_set(err, "%s: read error", path);
+    free(line);
+    fclose(f);
+    return status;
+}
+
+int lab_merge_shards(const LabRun *r, int n_shards, Error *err) {
+    int merged = 0;
+    for (int t = 0; t < n_tables(r->exp); t++) {
+        const LabTable *table = &r->exp->tables[t];
+        if (!(table->backends & LAB_SHARDED)) continue;
+        char path[1024], shard[1100];
+        if (snprintf(path, sizeof path, "%s/%s.csv", r->out_dir, table->stem) >= (int)sizeof path)
+            return error_set(err, "output path too long: %s/%s", r->out_dir, table->stem);
+        for (int k = 0; k < n_shards; k++) { // all there before anything is written
+            snprintf(shard, sizeof shard, "%s/%s.shard-%d-of-%d.csv", r->out_dir, table->stem, k, n_shards);
+            if (access(shard, R_OK) != 0) return error_set(err, "%s: %s (every shard must have finished)", shard, strerror(errno));
+        }
+        AtomicFile out = atomic_open(path);
+        for (int k = 0; k < n_shards; k++) {
+            snprintf(shard, sizeof shard, "%s/%s.shard-%d-of-%d.csv", r->out_dir, table->stem, k, n_shards);
+            if (append_shard(out.f, shard, table->header, k > 0, err)) {
+                atomic_abort(&out);
+                return -1;
+            }
+        }
+        atomic_commit(&out);
+        for (int k = 0; k < n_shards; k++) {
+            snprintf(shard, sizeof shard, "%s/%s.shard-%d-of-%d.csv", r->out_dir, table->stem, k, n_shards);
+            unlink(shard);
+        }
+        fprintf(stderr, "%s: merged %d shards into %s\n", r->exp->name, n_shards, path);
+        merged++;
+    }
+    if (!merged) return error_set(err, "no table of %s is split into shards", r->exp->name);
+    return 0;
 }
 
 CsvWriter lab_csv(LabRun *r, int table) {
@@ -209,7 +301,7 @@ CsvWriter lab_csv(LabRun *r, int table) {
     Error err;
     if (meta_make_dir(r->out_dir, &err)) die("%s", err.msg);
     const LabTable *t = &r->exp->tables[table];
-    if (t->backends != LAB_BOTH) return csv_open(path, t->header);
+    if ((t->backends & LAB_BOTH) != LAB_BOTH) return csv_open(path, t->header);
     if (strncmp(t->header, "backend,", 8) != 0) die("%s: table %s of both backends lacks the backend column", r->exp->name, t->stem);
     return csv_open_keyed(path, t->header, backend_name(r->backend));
 }

@@ -5,6 +5,10 @@
 // (exit 2 "<program>: not run: ..." before anything is written when CUDA cannot be used),
 // atomic CSV files under --out, and meta.csv at the end (the hardware probe, the profile and
 // the experiment's own keys). Progress lines: progress / progress_step (progress.h).
+// With LAB_SHARD, one sweep can be split across processes (a Slurm job array): --shard K/N
+// runs the K-th of N contiguous parts of the sweep (lab_shard_owns says which items), writing
+// only the tables marked LAB_SHARDED as <stem>.shard-K-of-N.csv, and --merge-shards N joins
+// them into <stem>.csv, byte for byte the file one whole run writes.
 //
 //   static long t_max;
 //   static const LabOption OPTIONS[] = {
@@ -69,12 +73,14 @@ typedef struct {
 // backend: a run replaces its own backend's rows and keeps the other's (csv_open_keyed), so
 // the CPU and the GPU run are separate steps that fill one table with the same columns.
 enum { LAB_CPU = 1, LAB_CUDA = 2, LAB_BOTH = LAB_CPU | LAB_CUDA };
+// A table whose rows come from the sweep that --shard splits, in sweep order (see lab_shard_owns).
+enum { LAB_SHARDED = 4 };
 
 typedef struct {
     const char *stem;   // file name without .csv
     const char *header; // the columns, key columns first
     const char *about;  // a line for --help
-    unsigned backends;  // LAB_CPU, LAB_CUDA, LAB_BOTH; 0 is LAB_CPU
+    unsigned backends;  // LAB_CPU, LAB_CUDA, LAB_BOTH (0 is LAB_CPU), | LAB_SHARDED
 } LabTable;
 
 // The shared options an experiment takes.
@@ -83,6 +89,7 @@ enum {
     LAB_PROFILE = 2,  // --profile quick|full, --quick
     LAB_THREADS = 4,  // --threads N, applied (kernels_set_threads) before run
     LAB_BACKEND = 8,  // --backend cpu|cuda
+    LAB_SHARD = 16,   // --shard K/N and --merge-shards N (the experiment honours lab_shard_owns)
     LAB_COMMON = LAB_OUT | LAB_PROFILE | LAB_THREADS,
 };
 
@@ -108,6 +115,8 @@ struct LabRun {
     int quick;           // profile is quick
     int threads;         // --threads as given; 0: every core
     Backend backend;     // --backend; cpu for experiments without it
+    int shard, n_shards; // --shard K/N; n_shards 0: the whole sweep
+    int merge_shards;    // --merge-shards N: join the shards instead of running (lab_main)
     HwInfo hw;           // this machine, probed before run
     int n_meta;          // lab_meta entries so far
     MetaEntry meta[LAB_MAX_META];
@@ -124,10 +133,20 @@ int lab_parse(const Experiment *e, int argc, char **argv, LabRun *r, int *help, 
 
 // Open table i of the experiment under --out (created when missing), with its header; the
 // file appears complete at csv_close (csv.h), merged with the other backend's rows for a
-// LAB_BOTH table (whose header must start with the backend column).
+// LAB_BOTH table (whose header must start with the backend column). Under --shard only
+// sharded tables can be opened, at their shard's path.
 CsvWriter lab_csv(LabRun *r, int table);
-// Its path: <out>/<stem>.csv.
+// Its path: <out>/<stem>.csv (under --shard K/N: <out>/<stem>.shard-K-of-N.csv).
 void lab_csv_path(const LabRun *r, int table, char *buf, size_t size);
 
 // Add key = printf(fmt, ...) to the keys merged into <out>/meta.csv when run returns 0.
 void lab_meta(LabRun *r, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+// Is item i of a sweep of n items this run's? Items go to shards in contiguous blocks, shard
+// K taking [K n / N, (K+1) n / N), so the shards' rows in shard order are the sweep's rows in
+// its order. Always 1 without --shard.
+int lab_shard_owns(const LabRun *r, long i, long n);
+// Join <out>/<stem>.shard-K-of-N.csv, K = 0..N-1, of every sharded table into <out>/<stem>.csv
+// (atomically; one header, the rows in shard order), then remove the shards. Every shard must
+// exist with the table's header. What --merge-shards N does.
+int lab_merge_shards(const LabRun *r, int n_shards, Error *err);

@@ -296,13 +296,18 @@ static void run_stream(Lab *lab, CsvWriter *w) {
 
 // ---- needles in a haystack ----------------------------------------------------------------------
 
-static void run_needles(Lab *lab, CsvWriter *cells, CsvWriter *summary) {
+// The sweep's items are its (method, context) cells, in this order; under --shard the run
+// measures only its own (lab_shard_owns), which is what a job array splits.
+static void run_needles(Lab *lab, const LabRun *r, CsvWriter *cells, CsvWriter *summary) {
     const int *contexts = lab->needle_contexts, n = lab->n_needle_contexts;
+    int n_items = 0, item = 0;
+    for (int mi = 0; mi < N_METHODS; mi++) n_items += in_needle_sweep(lab, mi) ? n : 0;
     for (int mi = 0; mi < N_METHODS; mi++) {
         if (!in_needle_sweep(lab, mi)) continue;
         const Method *me = &METHODS[mi];
         Model m = method_model(&lab->target, me, lab->T0, contexts[n - 1]);
         for (int i = 0; i < n; i++) {
+            if (!lab_shard_owns(r, item++, n_items)) continue;
             progress_step(mi * n + i, N_METHODS * n, "long_context needles: %s at %d", me->name, contexts[i]);
             double sum = 0.0, worst = 1.0;
             for (int d = 0; d < N_DEPTHS; d++) {
@@ -459,9 +464,9 @@ static const LabTable TABLES[] = {
     {"long_context_stream", "method,position,window,n_sink,cache_positions,n_tokens,nats_per_token,ppl",
      "method, window of stream positions -> perplexity of a stream decoded through a ring cache", LAB_CPU},
     {"long_context_needle", "method,context_len,depth_percent,context_mult,n_keys,exact_match,token_accuracy",
-     "method, context, needle depth -> passkey retrieval", LAB_CPU},
+     "method, context, needle depth -> passkey retrieval", LAB_CPU | LAB_SHARDED},
     {"long_context_retrieval", "method,context_len,context_mult,n_samples,exact_match,worst_depth_exact_match",
-     "method, context -> passkey retrieval over every depth", LAB_CPU},
+     "method, context -> passkey retrieval over every depth", LAB_CPU | LAB_SHARDED},
     {"long_context_summary",
      "method,ppl_best_short,ppl_1x,ppl_2x,ppl_4x,ppl_8x,ppl_16x,ppl_leaves_at_context,needle_1x,needle_4x,"
      "retrieval_up_to_context",
@@ -490,9 +495,26 @@ static void load(Lab *lab) {
                                   false, lab->val);
 }
 
+static void finish(LabRun *r, Lab *lab);
+
+// --shard K/N: only this shard's cells of the needle sweep (the tables marked sharded).
+static int run_needle_shard(LabRun *r, Lab *lab) {
+    CsvWriter needle = lab_csv(r, TABLE_NEEDLE), retrieval = lab_csv(r, TABLE_RETRIEVAL);
+    run_needles(lab, r, &needle, &retrieval);
+    progress_done();
+    csv_close(&needle);
+    csv_close(&retrieval);
+    return 0;
+}
+
 static int run(LabRun *r) {
     Lab lab = {.sz = r->quick ? &QUICK : &FULL, .all_needles = all_needles};
     load(&lab);
+    if (r->n_shards) {
+        run_needle_shard(r, &lab);
+        finish(r, &lab);
+        return 0;
+    }
     CsvWriter ppl = lab_csv(r, TABLE_PPL), stream = lab_csv(r, TABLE_STREAM), needle = lab_csv(r, TABLE_NEEDLE);
     CsvWriter retrieval = lab_csv(r, TABLE_RETRIEVAL), summary = lab_csv(r, TABLE_SUMMARY);
     CsvWriter cost = lab_csv(r, TABLE_COST);
@@ -501,7 +523,7 @@ static int run(LabRun *r) {
     double t1 = now_seconds();
     run_stream(&lab, &stream);
     double t2 = now_seconds();
-    run_needles(&lab, &needle, &retrieval);
+    run_needles(&lab, r, &needle, &retrieval);
     write_summary(&lab, &summary);
     double t3 = now_seconds();
     run_cost(&lab, &cost);
@@ -515,22 +537,26 @@ static int run(LabRun *r) {
     csv_close(&retrieval);
     csv_close(&summary);
     csv_close(&cost);
+    finish(r, &lab);
+    return 0;
+}
 
+// The end of a run: the keys merged into meta.csv (the model, corpus and sizes), and the lab freed.
+static void finish(LabRun *r, Lab *lab) {
     char sum_hex[17];
     Error err;
     if (meta_file_checksum(model_path, sum_hex, &err) != 0) die("%s", err.msg);
     lab_meta(r, "long_context_model", "%s", model_path);
     lab_meta(r, "long_context_model_fnv1a64", "%s", sum_hex);
-    lab_meta(r, "long_context_train_context", "%d", lab.T0);
-    lab_meta(r, "long_context_corpus", "%s", lab.corpus.source);
-    lab_meta(r, "long_context_stream_tokens", "%d", lab.sz->stream_tokens);
-    lab_meta(r, "long_context_stream_bin", "%d", lab.sz->stream_bin);
-    lab_meta(r, "long_context_recompute_every", "%d", lab.sz->recompute_every);
-    free(lab.val);
-    corpus_free(&lab.corpus);
-    tokenizer_free(&lab.tok);
-    model_free(&lab.target);
-    return 0;
+    lab_meta(r, "long_context_train_context", "%d", lab->T0);
+    lab_meta(r, "long_context_corpus", "%s", lab->corpus.source);
+    lab_meta(r, "long_context_stream_tokens", "%d", lab->sz->stream_tokens);
+    lab_meta(r, "long_context_stream_bin", "%d", lab->sz->stream_bin);
+    lab_meta(r, "long_context_recompute_every", "%d", lab->sz->recompute_every);
+    free(lab->val);
+    corpus_free(&lab->corpus);
+    tokenizer_free(&lab->tok);
+    model_free(&lab->target);
 }
 
 static const Experiment LONG_CONTEXT = {
@@ -538,6 +564,10 @@ static const Experiment LONG_CONTEXT = {
     "Long context at inference: full attention (extrapolation), sliding windows, attention sinks and\n"
     "RoPE scaling (PI, NTK, YaRN): perplexity against context, a StreamingLLM stream through a ring\n"
     "cache, needle-in-a-haystack retrieval, and prefill / decode time and KV bytes against context.",
-    OPTIONS, TABLES, LAB_COMMON, NULL, run};
+    OPTIONS, TABLES, LAB_COMMON | LAB_SHARD,
+    "--shard K/N splits the needle sweep's (method, context) cells into N contiguous parts, writing only\n"
+    "long_context_needle and long_context_retrieval as shards; --merge-shards N joins them into the\n"
+    "files one whole run writes.",
+    run};
 
 int main(int argc, char **argv) { return lab_main(&LONG_CONTEXT, argc, argv); }
