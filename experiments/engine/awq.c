@@ -109,13 +109,8 @@ void awq_quantize(Model *m, DType t, const int *tokens, int B, int T, double max
     if (t != DTYPE_I4_G32 && t != DTYPE_I4_G64 && t != DTYPE_I4_G128) die("awq: %s is not an int4-gG type", dtype_name(t));
     memset(res, 0, sizeof *res);
     // calibration: the fp32 forward, every matmul's input kept
-    TrainConfig tc = train_config_default();
-    tc.batch_size = B;
-    tc.seq_len = T;
     Trainer tr;
-    trainer_init(&tr, c, &tc);
-    memcpy(tr.model.params, m->params, m->n_params * sizeof(float));
-    trainer_forward(&tr, tokens, NULL, B, T);
+    trainer_calibrate(&tr, m, tokens, B, T);
     const Activations *a = &tr.acts;
 
     int N = B * T, C = c->dim, H = c->hidden_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;

@@ -8,7 +8,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "quant.h"
 #include "quantized.h"
@@ -310,27 +309,14 @@ static int gguf_parse(GGUFFile *g, Error *err) {
     return place_tensor_data(g, c.pos, err);
 }
 
-static int read_whole_file(const char *path, uint8_t **buf, size_t *size, Error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return error_set(err, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    int rc = 0;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = error_set(err, "%s: not a regular file", path);
-    } else {
-        *size = (size_t)st.st_size;
-        *buf = mallocCheck(*size);
-        if (fread(*buf, 1, *size, f) != *size)
-            rc = error_set(err, "%s: read failed: %s", path, strerror(errno));
-    }
-    fclose(f);
-    return rc;
-}
-
 int gguf_open(GGUFFile *g, const char *path, Error *err) {
     memset(g, 0, sizeof *g);
     g->path = str_dup_n(path, strlen(path));
-    if (read_whole_file(path, &g->buf, &g->size, err) == 0 && gguf_parse(g, err) == 0) return 0;
+    char *data = NULL;
+    if (file_read_all(path, &data, &g->size, err) == 0) {
+        g->buf = (uint8_t *)data;
+        if (gguf_parse(g, err) == 0) return 0;
+    }
     gguf_close(g);
     return -1;
 }

@@ -21,13 +21,8 @@ static float *channel_max(const float *x, int N, int n) {
 void outlier_calibrate(OutlierCalibration *oc, const Model *m, const int *tokens, int B, int T) {
     const Config *c = &m->config;
     if (c->kv_lora_rank || c->kv_share > 1) die("outlier int8: MLA and cross-layer KV sharing models are not supported");
-    TrainConfig tc = train_config_default();
-    tc.batch_size = B;
-    tc.seq_len = T;
     Trainer tr;
-    trainer_init(&tr, c, &tc);
-    memcpy(tr.model.params, m->params, m->n_params * sizeof(float));
-    trainer_forward(&tr, tokens, NULL, B, T);
+    trainer_calibrate(&tr, m, tokens, B, T);
     const Activations *a = &tr.acts;
 
     int cap = 7 * c->n_layers + 2, N = B * T, C = c->dim, H = c->hidden_dim, qd = c->n_heads * c->head_dim;

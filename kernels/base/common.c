@@ -75,6 +75,8 @@ void fclose_check(FILE *f, const char *file, int line) {
 }
 
 int file_read_all(const char *path, char **buf, size_t *len, Error *err) {
+    *buf = NULL;
+    *len = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return error_set(err, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
@@ -86,6 +88,7 @@ int file_read_all(const char *path, char **buf, size_t *len, Error *err) {
         *len = fread(*buf, 1, (size_t)st.st_size, f);
         if (ferror(f) || *len != (size_t)st.st_size) {
             free(*buf);
+            *buf = NULL, *len = 0;
             rc = error_set(err, "%s: read failed", path);
         } else {
             (*buf)[*len] = '\0';

@@ -41,7 +41,7 @@ int error_set(Error *err, const char *fmt, ...) __attribute__((format(printf, 2,
 
 // Read a whole regular file into a malloc'd buffer with a NUL after its *len bytes. Anything
 // else (a directory, /dev/zero, a FIFO) is an error, not an endless read. 0, or -1 with err
-// naming the path ("cannot open: ...", "not a regular file", "read failed").
+// naming the path ("cannot open: ...", "not a regular file", "read failed") and *buf NULL.
 int file_read_all(const char *path, char **buf, size_t *len, Error *err);
 
 // Atomic output: write to "<path>.tmp.<pid>", then rename over <path> on commit, so an
