@@ -67,7 +67,7 @@ static void test_fleet_on_one_node(void **state) {
     if (!file_exists(path)) fail_msg("%s is missing", path);
     char *text = pdf_text(path);
     expect_text(text, path, "A: "); // one hardware: the labels carry the run directories' names
-    expect_text(text, path, " (cpu) B: ");
+    expect_text(text, path, " (cpu) ");
     expect_text(text, path, " (cpu2) ");
     expect_text(text, path, "Which machine wins what");
     if (strstr(text, "Missing:")) fail_msg("%s names a machine as missing", path);
