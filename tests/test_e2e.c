@@ -145,7 +145,8 @@ static const struct {
                              "predicted_accepted_len,matches_plain,divergence_margin,reps,spec_ms_median,spec_ms_p10,"
                              "spec_ms_p90,plain_ms_median,plain_ms_p10,plain_ms_p90,spec_tok_s,plain_tok_s,speedup,"
                              "draft_time_share,target_time_share,cost_c,verify_v,predicted_speedup,"
-                             "predicted_speedup_v1,predicted_error", 32},
+                             "predicted_speedup_v1,predicted_error,distribution_ms,predicted_speedup_counted,"
+                             "predicted_error_counted", 32},
     {"speculative_positions.csv", "backend,temperature,draft,gamma,position,drafted,accepted,acceptance_rate,iid_rate",
      2 * 4 * 15},
     {"speculative_alpha.csv", "backend,temperature,draft,draft_params,drafted,accepted,acceptance_rate", 8},
