@@ -115,7 +115,13 @@ HELPER_LIB := $(BUILD)/libhelpers.a
 
 PROGRAMS := $(patsubst %,$(BIN)/%,$(EXPERIMENTS) $(TOOLS)) $(patsubst experiments/%.c,$(BIN)/%,$(PROG_SRC)) \
             $(if $(wildcard render/main.c),$(BIN)/render)
-TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+# The tests of the vectorised CPU kernels also run on the kernels built at narrower vectors
+# than the machine's (kernels/cpu/vec.h's VEC_BITS): 256-bit and scalar, so the fallbacks
+# stay tested on an AVX-512 machine.
+VEC_FALLBACK_BITS := 256 32
+VEC_TESTS         := test_attention_full test_kernels
+TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC)) \
+            $(foreach b,$(VEC_FALLBACK_BITS),$(patsubst %,$(BUILD)/tests/%_vec$(b),$(VEC_TESTS)))
 # Link order is layer order, top first: each library uses only those after it (the
 # experiments' helpers, the harness, the engine, the CUDA and CPU kernels, the base).
 LIBS     := $(HELPER_LIB) $(LAB_LIB) $(ENGINE_LIB) $(CUDA_LIB) $(KERNEL_LIB) $(BASE_LIB)
@@ -212,6 +218,16 @@ $(BUILD)/tests/test_render%: $(BUILD)/tests/test_render%.o $(RENDER_LIB) $(LIBS)
 	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(RENDER_LIBS) $(LDLIBS) -lcmocka
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBS)
 	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(LDLIBS) -lcmocka
+# A fallback test links the CPU kernels compiled with -DVEC_BITS=<b> ahead of the libraries,
+# so they stand in for the archive's.
+define vec_fallback
+$(BUILD)/vec$(1)/%.o: %.c $(CONFIG_STAMP)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) -DVEC_BITS=$(1) $$(KERNEL_INC) -c $$< -o $$@
+$(BUILD)/tests/%_vec$(1): $(BUILD)/tests/%.o $(patsubst %.c,$(BUILD)/vec$(1)/%.o,$(KERNEL_SRC)) $(LIBS)
+	$$(CC) $$(LDFLAGS) $$(filter %.o,$$^) $$(LINK_LIBS) -o $$@ $$(LDLIBS) -lcmocka
+endef
+$(foreach b,$(VEC_FALLBACK_BITS),$(eval $(call vec_fallback,$(b))))
 # the fuzzers' kept inputs go to every parser, the renderer's too
 $(BUILD)/tests/test_fuzz_regressions.o: INC := $(INCLUDES) $(RENDER_CFLAGS)
 $(BUILD)/tests/test_fuzz_regressions: $(BUILD)/tests/test_fuzz_regressions.o $(RENDER_LIB) $(LIBS)

@@ -608,8 +608,8 @@ static void push_dirty_pairs(BpeTrainer *tr) {
 
 // Unique chunks of text with their counts, in order of first appearance, as byte ids.
 static void count_words(BpeTrainer *tr, const unsigned char *text, size_t len) {
-    BytesMap seen;
-    bytesmap_init(&seen, 1 << 16);
+    BytesMap seen; // a text of len bytes has at most len distinct chunks; the map grows
+    bytesmap_init(&seen, len < (1 << 16) ? len : 1 << 16);
     int cap = 0;
     for (size_t pos = 0, end; pos < len; pos = end) {
         end = tokenizer_chunk_end(text, len, pos);
@@ -632,7 +632,9 @@ static void count_words(BpeTrainer *tr, const unsigned char *text, size_t len) {
 
 static void trainer_init(BpeTrainer *tr, const unsigned char *text, size_t len) {
     memset(tr, 0, sizeof *tr);
-    pairmap_init(&tr->pair_index, 1 << 16);
+    // Sized for the text (at most len distinct pairs; the map grows): a short text, as the
+    // fuzzer trains on, then does not clear a 1 MiB table per call.
+    pairmap_init(&tr->pair_index, len < (1 << 16) ? len : 1 << 16);
     bytesmap_init(&tr->piece_set, 1 << 12);
     for (int b = 0; b < 256; b++) trainer_add_piece(tr, &(unsigned char){(unsigned char)b}, 1);
     bytesmap_add(&tr->piece_set, (const unsigned char *)BOS_PIECE, (int)strlen(BOS_PIECE), -1);

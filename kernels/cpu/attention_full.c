@@ -5,10 +5,10 @@
 //          is written, read, rewritten and read again: 16 T^2 bytes of traffic per head.
 //   flash  a (BR, BC) tile of scores at a time, folded into the output with an online
 //          softmax, so the scores never leave the cache and causal runs skip every tile
-//          above the diagonal. The tile products are plain C loops blocked so gcc keeps the
-//          accumulators in vector registers (-O2 -march=native).
+//          above the diagonal. The tile products are register-blocked loops on vec.h's
+//          vectors: 512 bits wide where the CPU has AVX-512, 256 with AVX2, else scalar.
 //
-// Both use one vectorisable exp (exp_nonpos), so the comparison is about memory and
+// Both use one vectorised exp (vf_exp_nonpos), so the comparison is about memory and
 // fusion, not about two different exps.
 // Test: make build/tests/test_attention_full && ./build/tests/test_attention_full
 #include "kernels.h"
@@ -20,59 +20,34 @@
 #include <string.h>
 
 #include "common.h"
-
-// -std=c11 turns off gcc's contraction of a * b + c into one fused multiply-add, so ask
-// for it where the hardware has it (gcc then vectorises fmaf into vfmadd).
-#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
-#define MADD(a, b, c) fmaf(a, b, c)
-#else
-#define MADD(a, b, c) ((a) * (b) + (c))
-#endif
-
-// e^x for softmax arguments x <= 0, in branch-free arithmetic that vectorises (libm's
-// expf is a scalar call, and at 8K tokens a head needs 67M of them). x = n ln2 + r with
-// n = round(x / ln2) and |r| <= ln2 / 2; e^r by its degree-6 Taylor series (relative
-// error < 1.3e-7 there); 2^n by writing n + 127 into the float's exponent bits, or 0 once
-// that underflows (x < -87.3). |x| is clamped to 100 on the bits, as integers, because a
-// float compare-and-select there stops gcc vectorising under strict IEEE semantics; that
-// also maps -inf to exactly 0. The sign is forced negative: callers pass x <= 0.
-static inline float exp_nonpos(float x) {
-    union { float f; int32_t i; } u = {.f = x}; // C11 allows type punning through a union
-    int32_t magnitude = u.i & 0x7fffffff;
-    u.i = (magnitude > 0x42c80000 ? 0x42c80000 : magnitude) | (int32_t)0x80000000; // -min(|x|, 100)
-    float xc = u.f;
-    float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f; // round to nearest via 1.5 * 2^23
-    float r = MADD(n, -0.693145752f, xc);                      // ln2 in two parts (Cody-Waite)
-    r = MADD(n, -1.42860677e-6f, r);
-    float p = MADD(r, 1.0f / 720.0f, 1.0f / 120.0f);
-    p = MADD(p, r, 1.0f / 24.0f);
-    p = MADD(p, r, 1.0f / 6.0f);
-    p = MADD(p, r, 0.5f);
-    p = MADD(p, r, 1.0f);
-    p = MADD(p, r, 1.0f);
-    int32_t biased = (int32_t)n + 127;
-    u.i = (biased < 0 ? 0 : biased) << 23;
-    return p * u.f;
-}
+#include "vec.h"
 
 // --- naive ------------------------------------------------------------------------------
 
-static float row_max(const float *restrict s, int n) {
-    float m = -INFINITY;
-    #pragma omp simd reduction(max : m)
-    for (int j = 0; j < n; j++) m = s[j] > m ? s[j] : m;
-    return m;
-}
-
-// s[j] = e^(s[j] - m) for j < n; returns their sum.
-static float exp_shifted_sum(float *restrict s, int n, float m) {
-    float sum = 0.0f;
-    #pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < n; j++) {
-        s[j] = exp_nonpos(s[j] - m);
-        sum += s[j];
+// The max and then e^(s[j] - max) of n scores, in place; returns the sum of the exps. The
+// ragged end goes through one vector padded with -inf (whose e^x is 0), so every score
+// takes the same vf_exp_nonpos.
+static float exp_shifted_sum(float *restrict s, int n) {
+    vf m = vf_splat(-INFINITY);
+    int j = 0;
+    for (; j + VEC_WIDTH <= n; j += VEC_WIDTH) m = vf_max(m, vf_load(s + j));
+    float max = -INFINITY;
+    for (int k = 0; k < VEC_WIDTH; k++) max = m[k] > max ? m[k] : max;
+    for (; j < n; j++) max = s[j] > max ? s[j] : max;
+    vf sum = {0}, vmax = vf_splat(max);
+    for (j = 0; j + VEC_WIDTH <= n; j += VEC_WIDTH) {
+        vf e = vf_exp_nonpos(vf_load(s + j) - vmax);
+        vf_store(s + j, e);
+        sum += e;
     }
-    return sum;
+    if (j < n) {
+        float tail[VEC_WIDTH];
+        for (int k = 0; k < VEC_WIDTH; k++) tail[k] = j + k < n ? s[j + k] : -INFINITY;
+        vf e = vf_exp_nonpos(vf_load(tail) - vmax);
+        for (int k = 0; j + k < n; k++) s[j + k] = e[k];
+        sum += e;
+    }
+    return vf_sum(sum);
 }
 
 // Softmax of each row of scores (T, T) over its visible keys; hidden ones become 0 so the
@@ -82,7 +57,7 @@ static void masked_softmax_rows(float *scores, int T, int causal) {
     for (int t = 0; t < T; t++) {
         float *row = scores + (size_t)t * T;
         int n = causal ? t + 1 : T;
-        float inv = 1.0f / exp_shifted_sum(row, n, row_max(row, n));
+        float inv = 1.0f / exp_shifted_sum(row, n);
         for (int j = 0; j < n; j++) row[j] *= inv;
         for (int j = n; j < T; j++) row[j] = 0.0f;
     }
@@ -117,38 +92,42 @@ size_t attention_naive(float *out, const float *q, const float *k, const float *
 // multiple of NR, is first copied into zero-padded buffers.
 
 enum {
-    MR = 6,  // register block of tile_matmul: MR rows x NR columns of accumulators,
-    NR = 16, // 12 AVX2 registers, enough independent FMAs to hide their latency
-    BR = 96, // queries per tile (a multiple of MR and of NR)
-    BC = 96, // keys per tile (a multiple of MR)
+    MR = 6,             // register block of tile_matmul: MR rows x NR columns of accumulators,
+    NR = 2 * VEC_WIDTH, // 12 vector registers, enough independent FMAs to hide their latency
+    BR = 96,            // queries per tile (a multiple of MR and of NR at every VEC_WIDTH)
+    BC = 96,            // keys per tile (a multiple of MR)
 };
 
 // c (M, N) (+)= a (M, K) @ b (K, N). a's element (i, p) is a[i * a_row + p * a_col], so a
 // can be read transposed in place; b and c are row-major with leading dimensions ldb, ldc.
 // M is a multiple of MR, N of NR. Each MR x NR block of c is summed in accumulators that
-// live in registers across the whole K loop: per step, MR broadcasts and NR/8 loads feed
-// MR * NR/8 vector FMAs.
+// live in registers across the whole K loop: per step, MR broadcasts and two loads feed
+// 2 MR vector FMAs.
 static void tile_matmul(float *restrict c, int ldc, const float *restrict a, int a_row, int a_col,
                         const float *restrict b, int ldb, int M, int N, int K, int accumulate) {
     for (int i = 0; i < M; i += MR)
         for (int j = 0; j < N; j += NR) {
-            float acc[MR][NR];
-            for (int r = 0; r < MR; r++)
-                for (int x = 0; x < NR; x++) acc[r][x] = 0.0f;
-            if (accumulate)
-                for (int r = 0; r < MR; r++)
-                    for (int x = 0; x < NR; x++) acc[r][x] = c[(i + r) * ldc + j + x];
+            vf acc[MR][2];
+            for (int r = 0; r < MR; r++) {
+                const float *cr = c + (i + r) * ldc + j;
+                acc[r][0] = accumulate ? vf_load(cr) : (vf){0};
+                acc[r][1] = accumulate ? vf_load(cr + VEC_WIDTH) : (vf){0};
+            }
             for (int p = 0; p < K; p++) {
                 const float *brow = b + p * ldb + j, *acol = a + i * a_row + p * a_col;
+                vf b0 = vf_load(brow), b1 = vf_load(brow + VEC_WIDTH);
                 #pragma GCC unroll 6
                 for (int r = 0; r < MR; r++) {
-                    float ar = acol[r * a_row];
-                    #pragma omp simd
-                    for (int x = 0; x < NR; x++) acc[r][x] = MADD(ar, brow[x], acc[r][x]);
+                    vf ar = vf_splat(acol[r * a_row]);
+                    acc[r][0] = vf_madd(ar, b0, acc[r][0]);
+                    acc[r][1] = vf_madd(ar, b1, acc[r][1]);
                 }
             }
-            for (int r = 0; r < MR; r++)
-                for (int x = 0; x < NR; x++) c[(i + r) * ldc + j + x] = acc[r][x];
+            for (int r = 0; r < MR; r++) {
+                float *cr = c + (i + r) * ldc + j;
+                vf_store(cr, acc[r][0]);
+                vf_store(cr + VEC_WIDTH, acc[r][1]);
+            }
         }
 }
 
@@ -201,29 +180,24 @@ static void online_softmax_tile(FlashTiles *w, int q0, int k0, int n, int causal
             int hidden = k0 + j - q0; // queries 0 .. hidden - 1 of the tile precede key k0 + j
             for (int i = 0; i < (hidden < BR ? hidden : BR); i++) st[j * BR + i] = -INFINITY;
         }
-    float m_new[BR], alpha[BR];
-    memcpy(m_new, w->m, sizeof m_new);
-    for (int j = 0; j < n; j++) {
-        #pragma omp simd
-        for (int i = 0; i < BR; i++) m_new[i] = st[j * BR + i] > m_new[i] ? st[j * BR + i] : m_new[i];
-    }
-    #pragma omp simd
-    for (int i = 0; i < BR; i++) {
-        alpha[i] = exp_nonpos(w->m[i] - m_new[i]);
-        w->m[i] = m_new[i];
-        w->l[i] *= alpha[i];
-    }
-    for (int j = 0; j < n; j++) {
-        #pragma omp simd
-        for (int i = 0; i < BR; i++) {
-            st[j * BR + i] = exp_nonpos(st[j * BR + i] - m_new[i]);
-            w->l[i] += st[j * BR + i];
+    float alpha[BR];
+    for (int i = 0; i < BR; i += VEC_WIDTH) {
+        vf m_old = vf_load(w->m + i), m_new = m_old;
+        for (int j = 0; j < n; j++) m_new = vf_max(m_new, vf_load(st + j * BR + i));
+        vf a = vf_exp_nonpos(m_old - m_new), l = vf_load(w->l + i) * a;
+        for (int j = 0; j < n; j++) {
+            vf e = vf_exp_nonpos(vf_load(st + j * BR + i) - m_new);
+            vf_store(st + j * BR + i, e);
+            l += e;
         }
+        vf_store(w->m + i, m_new);
+        vf_store(w->l + i, l);
+        vf_store(alpha + i, a);
     }
     for (int i = 0; i < BR; i++) {
         float *o = w->o + i * w->Dp;
-        #pragma omp simd
-        for (int d = 0; d < w->Dp; d++) o[d] *= alpha[i];
+        vf a = vf_splat(alpha[i]);
+        for (int d = 0; d < w->Dp; d += VEC_WIDTH) vf_store(o + d, vf_load(o + d) * a);
     }
 }
 

@@ -1,42 +1,112 @@
-// vec.h: the one SIMD helper the CPU kernels share, a float dot product. Internal to
-// kernels/cpu. gcc does not vectorise a float reduction without -ffast-math (it may not
-// reorder the additions), so the reordering is written out: four independent 8-wide
-// accumulators, which also hide the FMA latency.
+// vec.h: the SIMD vocabulary the CPU kernels share (internal to kernels/cpu): a float vector
+// as wide as the build's widest registers, a fused multiply-add on it, lane-wise max and
+// e^x, and the dot products. gcc does not vectorise a float reduction without -ffast-math
+// (it may not reorder the additions), and at -march=native it prefers 256-bit vectors even
+// where the CPU has 512-bit ones, so the kernels that need the width write it out with these.
+//
+// VEC_BITS is the width: 512 where the build targets AVX-512, 256 with AVX, else 32 (one
+// float: plain scalar code). `-DVEC_BITS=256` or `-DVEC_BITS=32` builds a narrower path on a
+// wider machine; make test runs the kernels' tests at every width this machine can run.
 #ifndef INFERLAB_KERNELS_CPU_VEC_H
 #define INFERLAB_KERNELS_CPU_VEC_H
 
-typedef float v8f __attribute__((vector_size(32), aligned(4))); // unaligned 8-float vector
+#include <math.h>
+#include <stdint.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#ifndef VEC_BITS
+#if defined(__AVX512F__)
+#define VEC_BITS 512
+#elif defined(__AVX__)
+#define VEC_BITS 256
+#else
+#define VEC_BITS 32
+#endif
+#endif
+#define VEC_WIDTH (VEC_BITS / 32) // floats per vector
+
+typedef float vf __attribute__((vector_size(VEC_BITS / 8), aligned(4)));   // unaligned loads
+typedef int32_t vi __attribute__((vector_size(VEC_BITS / 8), aligned(4))); // its lanes as bits
+typedef signed char vc __attribute__((vector_size(VEC_WIDTH), aligned(1))); // VEC_WIDTH int8
+
+static inline vf vf_load(const float *p) { return *(const vf *)p; }
+static inline void vf_store(float *p, vf x) { *(vf *)p = x; }
+static inline vf vf_splat(float x) { return (vf){0} + x; }
+
+// a * b + c, rounded once where the build has FMA (-std=c11 turns off gcc's contraction).
+static inline vf vf_madd(vf a, vf b, vf c) {
+#if VEC_BITS == 512
+    return (vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+#elif VEC_BITS == 256 && defined(__FMA__)
+    return (vf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#elif VEC_BITS == 32 && (defined(__FMA__) || defined(__ARM_FEATURE_FMA))
+    return (vf){fmaf(a[0], b[0], c[0])};
+#else
+    return a * b + c;
+#endif
+}
+
+// Lanes of a where mask is set (all ones), else of b.
+static inline vf vf_select(vi mask, vf a, vf b) { return (vf)(((vi)a & mask) | ((vi)b & ~mask)); }
+static inline vf vf_max(vf a, vf b) { return vf_select(a > b, a, b); }
+
+static inline float vf_sum(vf x) {
+    float s = 0.0f;
+    for (int k = 0; k < VEC_WIDTH; k++) s += x[k];
+    return s;
+}
+
+// e^x for softmax arguments x <= 0, in branch-free arithmetic (libm's expf is a scalar call,
+// and at 8K tokens a head needs 67M of them). x = n ln2 + r with n = round(x / ln2) and
+// |r| <= ln2 / 2; e^r by its degree-6 Taylor series (relative error < 1.3e-7 there); 2^n by
+// writing n + 127 into the float's exponent bits, or 0 once that underflows (x < -87.3).
+// |x| is clamped to 100 on the bits, which also maps -inf, and the NaN of -inf - -inf, to
+// exactly 0. The sign is forced negative: callers pass x <= 0.
+static inline vf vf_exp_nonpos(vf x) {
+    vi magnitude = (vi)x & 0x7fffffff;
+    vi big = magnitude > 0x42c80000; // |x| > 100 (integer compare: NaN's bits are large)
+    vf xc = (vf)(((big & 0x42c80000) | (~big & magnitude)) | (int32_t)0x80000000); // -min(|x|, 100)
+    vf n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f; // round to nearest via 1.5 * 2^23
+    vf r = vf_madd(n, vf_splat(-0.693145752f), xc);         // ln2 in two parts (Cody-Waite)
+    r = vf_madd(n, vf_splat(-1.42860677e-6f), r);
+    vf p = vf_madd(r, vf_splat(1.0f / 720.0f), vf_splat(1.0f / 120.0f));
+    p = vf_madd(p, r, vf_splat(1.0f / 24.0f));
+    p = vf_madd(p, r, vf_splat(1.0f / 6.0f));
+    p = vf_madd(p, r, vf_splat(0.5f));
+    p = vf_madd(p, r, vf_splat(1.0f));
+    p = vf_madd(p, r, vf_splat(1.0f));
+    vi biased = __builtin_convertvector(n, vi) + 127;
+    vi scale_bits = (biased & ~(biased < 0)) << 23; // 2^n, or 0 below 2^-126
+    return p * (vf)scale_bits;
+}
 
 static inline float dot_f32(const float *restrict a, const float *restrict b, int n) {
-    v8f s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
+    // four independent accumulators hide the FMA latency
+    vf s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
     int j = 0;
-    for (; j + 32 <= n; j += 32) {
-        s0 += *(const v8f *)(a + j) * *(const v8f *)(b + j);
-        s1 += *(const v8f *)(a + j + 8) * *(const v8f *)(b + j + 8);
-        s2 += *(const v8f *)(a + j + 16) * *(const v8f *)(b + j + 16);
-        s3 += *(const v8f *)(a + j + 24) * *(const v8f *)(b + j + 24);
+    for (; j + 4 * VEC_WIDTH <= n; j += 4 * VEC_WIDTH) {
+        s0 = vf_madd(vf_load(a + j), vf_load(b + j), s0);
+        s1 = vf_madd(vf_load(a + j + VEC_WIDTH), vf_load(b + j + VEC_WIDTH), s1);
+        s2 = vf_madd(vf_load(a + j + 2 * VEC_WIDTH), vf_load(b + j + 2 * VEC_WIDTH), s2);
+        s3 = vf_madd(vf_load(a + j + 3 * VEC_WIDTH), vf_load(b + j + 3 * VEC_WIDTH), s3);
     }
-    for (; j + 8 <= n; j += 8) s0 += *(const v8f *)(a + j) * *(const v8f *)(b + j);
-    v8f s = (s0 + s1) + (s2 + s3);
-    float sum = 0.0f;
-    for (int k = 0; k < 8; k++) sum += s[k];
+    for (; j + VEC_WIDTH <= n; j += VEC_WIDTH) s0 = vf_madd(vf_load(a + j), vf_load(b + j), s0);
+    float sum = vf_sum((s0 + s1) + (s2 + s3));
     for (; j < n; j++) sum += a[j] * b[j];
     return sum;
 }
 
-typedef signed char v8c __attribute__((vector_size(8), aligned(1))); // unaligned 8 int8
-
 // The dot of fp32 a with int8 codes b (the int8 KV cache's keys), in dot_f32's order.
 static inline float dot_f32_i8(const float *restrict a, const signed char *restrict b, int n) {
-    v8f s0 = {0}, s1 = {0};
+    vf s0 = {0}, s1 = {0};
     int j = 0;
-    for (; j + 16 <= n; j += 16) {
-        s0 += *(const v8f *)(a + j) * __builtin_convertvector(*(const v8c *)(b + j), v8f);
-        s1 += *(const v8f *)(a + j + 8) * __builtin_convertvector(*(const v8c *)(b + j + 8), v8f);
+    for (; j + 2 * VEC_WIDTH <= n; j += 2 * VEC_WIDTH) {
+        s0 = vf_madd(vf_load(a + j), __builtin_convertvector(*(const vc *)(b + j), vf), s0);
+        s1 = vf_madd(vf_load(a + j + VEC_WIDTH), __builtin_convertvector(*(const vc *)(b + j + VEC_WIDTH), vf), s1);
     }
-    v8f s = s0 + s1;
-    float sum = 0.0f;
-    for (int k = 0; k < 8; k++) sum += s[k];
+    float sum = vf_sum(s0 + s1);
     for (; j < n; j++) sum += a[j] * b[j];
     return sum;
 }
