@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "parallel.h"
 #include "vec.h"
 
 // Where visible key i (attention_visible_keys) sits: the sinks at rows 0 .. n_sinks - 1, the
@@ -118,7 +119,9 @@ void attention_kv(float *out, const float *q, const KVRows *kv, const AttentionS
     int threads = omp_get_max_threads();
     if ((size_t)threads * max_keys * sizeof(float) > scratch_bytes)
         die("attention_kv: %zu bytes of scratch for %d threads x %d keys", scratch_bytes, threads, max_keys);
-    #pragma omp parallel num_threads(threads)
+    // a decode step of a small model attends over few keys: its heads are not worth a fork
+    size_t macs = (size_t)kv->R * s->n_heads * max_keys * (hd + vd);
+    #pragma omp parallel num_threads(threads) if (macs >= PARALLEL_MIN_MACS)
     {
         float *scores = scratch + (size_t)omp_get_thread_num() * max_keys;
         #pragma omp for collapse(2) schedule(dynamic, 4)

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <omp.h>
 
+#include "parallel.h"
 #include "vec.h"
 
 void kernels_set_threads(int n) {
@@ -32,17 +33,10 @@ void kernels_set_threads(int n) {
 // from about 8 rows on it is slower than sgemm when the weights sit in cache (measured on a
 // 768 x 2048 matrix, 1 thread, EPYC Zen 4: 0.80 ms against 0.54 ms at 8 rows, 0.18 against
 // 0.39 ms at 2 rows).
-#define MATVEC_MAX_ROWS 16
-
-// Below this many multiply-adds a matmul runs on one thread: a 256 x 256 matrix-vector
-// product takes about 10 us on one core, the same order as an OpenMP fork and barrier, and a
-// barrier that waits for a thread descheduled by another process costs a whole scheduler
-// time slice (issue 18: a tiny model decoded at 2 tok/s on 2 threads with a build running,
-// 5,000 on one).
-#define MATVEC_MIN_PARALLEL_MACS (1 << 16)
+// (MATVEC_MAX_ROWS and the work a fork must carry: parallel.h.)
 
 static void matvec_rows(float *out, const float *x, const float *w, int T, int n, int d) {
-    #pragma omp parallel for schedule(static) if ((size_t)T * n * d >= MATVEC_MIN_PARALLEL_MACS)
+    #pragma omp parallel for schedule(static) if ((size_t)T * n * d >= PARALLEL_MIN_MACS)
     for (int i = 0; i < d; i++) {
         const float *wi = w + (size_t)i * n;
         for (int t = 0; t < T; t++) out[(size_t)t * d + i] = dot_f32(wi, x + (size_t)t * n, n);
@@ -58,7 +52,7 @@ void matmul(float *out, const float *x, const float *w, int T, int n, int d) {
 }
 
 void rmsnorm(float *out, const float *x, const float *weight, int T, int C, float eps) {
-    #pragma omp parallel for if (T > 16)
+    #pragma omp parallel for if ((size_t)T * C >= PARALLEL_MIN_MACS)
     for (int t = 0; t < T; t++) {
         const float *xt = x + (size_t)t * C;
         float *ot = out + (size_t)t * C;
@@ -82,7 +76,7 @@ static void softmax_row(float *x, int n) {
 }
 
 void softmax_rows(float *x, int rows, int n) {
-    #pragma omp parallel for if (rows > 16)
+    #pragma omp parallel for if ((size_t)rows * n >= PARALLEL_MIN_MACS)
     for (int r = 0; r < rows; r++) softmax_row(x + (size_t)r * n, n);
 }
 
@@ -101,7 +95,7 @@ void rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *inv_
 
 void swiglu(float *out, const float *gate, const float *up, int T, int H) {
     size_t n = (size_t)T * H;
-    #pragma omp parallel for if (n > 65536)
+    #pragma omp parallel for if (n >= PARALLEL_MIN_MACS)
     for (size_t i = 0; i < n; i++) {
         float g = gate[i];
         out[i] = g / (1.0f + expf(-g)) * up[i];

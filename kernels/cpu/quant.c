@@ -11,6 +11,7 @@
 
 #include "common.h"
 #include "kernels.h"
+#include "parallel.h"
 #include "vec.h"
 
 #if defined(__AVX2__) || defined(__AVX512F__) || defined(__F16C__)
@@ -498,7 +499,6 @@ float dot_row_int(DType t, const void *row, const void *xq, int n) {
 
 // ---- matmul on typed weights ------------------------------------------------------------------
 
-#define MATVEC_MAX_ROWS 16      // as kernels.c: up to 16 input rows stream the weights once
 #define TILE_FLOATS (1 << 16)   // prefill: weight rows dequantised per sgemm, ~256 KB (L2)
 
 size_t matmul_typed_scratch_bytes(DType t, int R, int cols) {
@@ -513,7 +513,7 @@ size_t matmul_typed_scratch_bytes(DType t, int R, int cols) {
 static void add_outlier_columns(float *out, const float *x, const Tensor *w, int R) {
     const TensorOutliers *o = w->outliers;
     int d = w->rows, n = w->cols;
-    #pragma omp parallel for schedule(static) if (d > 64)
+    #pragma omp parallel for schedule(static) if ((size_t)R * d * o->n >= PARALLEL_MIN_MACS)
     for (int i = 0; i < d; i++)
         for (int r = 0; r < R; r++) {
             const float *xr = x + (size_t)r * n, *wi = o->w + (size_t)i * o->n;
@@ -534,12 +534,12 @@ static void matvec_rows(float *out, const float *x, const Tensor *w, int R, void
         size_t xb = act_q8_row_bytes(n);
         uint8_t *xq = scratch;
         for (int r = 0; r < R; r++) quantize_act_row(xq + r * xb, x + (size_t)r * n, n);
-        #pragma omp parallel for schedule(static)
+        #pragma omp parallel for schedule(static) if ((size_t)R * n * d >= PARALLEL_MIN_MACS)
         for (int i = 0; i < d; i++)
             for (int r = 0; r < R; r++) out[(size_t)r * d + i] = dot_row_int(w->dtype, base + i * rb, xq + r * xb, n);
         return;
     }
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((size_t)R * n * d >= PARALLEL_MIN_MACS)
     for (int i = 0; i < d; i++)
         for (int r = 0; r < R; r++) out[(size_t)r * d + i] = dot_row(w->dtype, base + i * rb, x + (size_t)r * n, n);
 }
