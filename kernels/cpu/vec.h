@@ -33,7 +33,7 @@ typedef signed char vc __attribute__((vector_size(VEC_WIDTH), aligned(1))); // V
 
 static inline vf vf_load(const float *p) { return *(const vf *)p; }
 static inline void vf_store(float *p, vf x) { *(vf *)p = x; }
-static inline vf vf_splat(float x) { return (vf){0} + x; }
+static inline vf vf_splat(float x) { return x - (vf){0}; } // x - 0 is x for every x, x + 0 is not (-0)
 
 // a * b + c, rounded once where the build has FMA (-std=c11 turns off gcc's contraction).
 static inline vf vf_madd(vf a, vf b, vf c) {
