@@ -17,7 +17,11 @@
 //    equal the double-precision reference (naive MLA written out) and cache = recompute;
 //  - CLA: kv_share 1 is the plain model bit for bit; kv_share 2 (and 3 layers in sets of 2)
 //    matches the reference and cache = recompute;
-//  - model_forward_flops counts MLA's absorbed path and CLA's missing KV projections.
+//  - model_forward_flops counts MLA's absorbed path and CLA's missing KV projections;
+//  - the thread governor, on made-up step times: it keeps every thread while they are faster,
+//    moves to one at its first probe when the threads are slow (a busy machine), back when
+//    they are fast again, probes ever less often while its choice holds, and never probes
+//    with one thread allowed.
 // Run: make build/tests/test_model && ./build/tests/test_model
 #include <setjmp.h>
 #include <stdarg.h>
@@ -560,6 +564,45 @@ static void test_forward_flops(void **state) {
     assert_true(model_forward_flops_expanded(&c, 1, 10, 1) == model_forward_flops(&c, 1, 10, 1));
 }
 
+
+// Feed the governor `steps` steps whose time depends only on the thread count it picks.
+static void governor_run(ThreadGovernor *g, int steps, double one_thread_s, double all_threads_s) {
+    for (int i = 0; i < steps; i++) {
+        int t = thread_governor_next(g);
+        assert_true(t == 1 || t == g->max_threads);
+        thread_governor_record(g, t == 1 ? one_thread_s : all_threads_s);
+    }
+}
+
+static void test_thread_governor(void **state) {
+    (void)state;
+    ThreadGovernor g;
+    thread_governor_init(&g, 2);
+    governor_run(&g, 200, 2e-3, 1.1e-3); // idle: 2 threads win
+    assert_int_equal(g.threads, 2);
+    assert_int_equal(g.switches, 0);
+    assert_true(g.interval > 16); // each confirmed choice doubles the wait for the next probe
+    long probes_at = g.next_probe;
+    governor_run(&g, (int)(probes_at - g.steps) + 1, 2e-3, 40e-3); // busy: the barrier waits
+    assert_int_equal(g.threads, 1);
+    assert_int_equal(g.switches, 1);
+    governor_run(&g, 100, 2e-3, 40e-3);
+    assert_int_equal(g.threads, 1);
+    governor_run(&g, 300, 2e-3, 1.1e-3); // the other process ended: back to 2 at a probe
+    assert_int_equal(g.threads, 2);
+    assert_int_equal(g.switches, 2);
+    // a probe that wins by less than the margin changes nothing
+    thread_governor_init(&g, 2);
+    governor_run(&g, 100, 1.05e-3, 1.1e-3);
+    assert_int_equal(g.threads, 2);
+    thread_governor_init(&g, 1);
+    for (int i = 0; i < 50; i++) {
+        assert_int_equal(thread_governor_next(&g), 1);
+        thread_governor_record(&g, 1e-3);
+    }
+    assert_int_equal(g.switches, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward_matches_reference),
@@ -577,6 +620,7 @@ int main(void) {
         cmocka_unit_test(test_kv_cache_bytes),
         cmocka_unit_test(test_config_validate),
         cmocka_unit_test(test_forward_flops),
+        cmocka_unit_test(test_thread_governor),
     };
     return cmocka_run_group_tests_name("model", tests, NULL, NULL);
 }

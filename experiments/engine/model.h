@@ -208,6 +208,7 @@ typedef struct {
     void *mla_matrices;      // their backend copy in dtype, or NULL (the CPU reads mla_host)
     int mla_naive;           // MLA: 0 = absorbed attention (the default), 1 = decompress K and V
     DType kv_dtype;          // the cache type sessions open with: DTYPE_F32 (the default) or DTYPE_I8
+    struct ThreadGovernor *governor; // picks each decode step's threads (session.h), or NULL: fixed
     RunState s;
 } Engine;
 

@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench.h"
+#include "kernels.h"
+
 void session_open(Session *s, Engine *e, int capacity) {
     const Config *c = &e->config;
     if (capacity > e->s.max_keys)
@@ -73,9 +76,48 @@ int session_prefill(Session *s, const int *tokens, int n, float *all_logits, Err
     return 0;
 }
 
+#define GOVERNOR_PROBE_MIN 16
+#define GOVERNOR_PROBE_MAX 1024
+#define GOVERNOR_MARGIN 0.9 // a probe must beat the step before it by 10% to switch
+
+void thread_governor_init(ThreadGovernor *g, int max_threads) {
+    *g = (ThreadGovernor){.max_threads = max_threads, .threads = max_threads, .next_probe = GOVERNOR_PROBE_MIN,
+                          .interval = GOVERNOR_PROBE_MIN};
+}
+
+int thread_governor_next(ThreadGovernor *g) {
+    g->probing = g->max_threads > 1 && g->last_s > 0.0 && g->steps >= g->next_probe;
+    int other = g->threads == 1 ? g->max_threads : 1;
+    return g->probing ? other : g->threads;
+}
+
+void thread_governor_record(ThreadGovernor *g, double seconds) {
+    g->steps++;
+    if (!g->probing) {
+        g->last_s = seconds;
+        return;
+    }
+    g->probing = 0;
+    if (seconds < GOVERNOR_MARGIN * g->last_s) { // the other count won: use it, and look again soon
+        g->threads = g->threads == 1 ? g->max_threads : 1;
+        g->last_s = seconds;
+        g->interval = GOVERNOR_PROBE_MIN;
+        g->switches++;
+    } else if (g->interval < GOVERNOR_PROBE_MAX) {
+        g->interval *= 2;
+    }
+    g->next_probe = g->steps + g->interval;
+}
+
 int session_decode(Session *s, int token, Error *err) {
     Session *one[1] = {s};
-    return session_decode_batch(one, &token, 1, err);
+    ThreadGovernor *g = s->engine->governor;
+    if (!g) return session_decode_batch(one, &token, 1, err);
+    kernels_set_threads(thread_governor_next(g));
+    double start = now_seconds();
+    int rc = session_decode_batch(one, &token, 1, err);
+    thread_governor_record(g, now_seconds() - start);
+    return rc;
 }
 
 int session_decode_batch(Session *const *ss, const int *tokens, int B, Error *err) {

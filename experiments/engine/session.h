@@ -55,6 +55,26 @@ typedef int (*SessionTokenFn)(void *ctx, int token);
 int session_generate(Session *s, Sampler *sampler, int *tokens, int n_tokens, int n_new, SessionTokenFn on_token,
                      void *ctx, Error *err);
 
+// The thread count of decode steps, picked by timing them (issue 18). A step forks for every
+// large enough kernel (kernels/cpu/parallel.h) and waits at its barrier for every thread; with
+// a core taken by another process that thread is descheduled, and the barrier waits a
+// scheduler time slice: the stories15M shape decoded at ~12 tok/s on 2 threads beside a busy
+// process. So an engine with a governor runs its decode steps at max_threads and, now and
+// then, one step at the other count (1, or back to max_threads); it switches when that step
+// ran clearly faster than the step before it, and probes half as often each time its choice
+// holds (from every GOVERNOR_PROBE_MIN to every GOVERNOR_PROBE_MAX steps).
+typedef struct ThreadGovernor {
+    int max_threads, threads; // the most allowed, the count in use
+    int probing;              // this step runs at the other count
+    long steps, next_probe, interval;
+    double last_s;            // the latest step at `threads`
+    long switches;            // how often it changed its mind (bin/generate prints it)
+} ThreadGovernor;
+void thread_governor_init(ThreadGovernor *g, int max_threads);
+// The thread count for the next step, then that step's time: session_decode calls both.
+int thread_governor_next(ThreadGovernor *g);
+void thread_governor_record(ThreadGovernor *g, double seconds);
+
 // The no-cache baseline on the CPU: every position of tokens computed from nothing, through
 // a throw-away engine and session. logits (host): (n, V) if all_logits, else (V) of the last.
 void model_forward_full(const Model *m, const int *tokens, int n, float *logits, int all_logits);

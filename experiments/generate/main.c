@@ -8,7 +8,9 @@
 //
 // GGUF checkpoints carry their tokenizer; llama2.c checkpoints (.bin) need --tokenizer.
 // The prompt is prefilled in one pass, then each new token is one decode step against
-// the KV cache. Prompt and decode tokens/s go to stderr at the end. --rope-scaling NAME
+// the KV cache. Prompt and decode tokens/s go to stderr at the end. Each engine's decode
+// steps run on --threads threads or on one, whichever its thread governor (session.h) timed
+// faster: one thread wins on a tiny model, or beside another busy process. --rope-scaling NAME
 // --rope-factor S runs the model with that RoPE scaling (rope.h) over S x its trained context.
 //
 // --draft FILE (a checkpoint sharing the target's vocabulary) or --lookup (the model-free
@@ -30,6 +32,7 @@
 #include <float.h>
 #include <limits.h>
 #include <math.h>
+#include <omp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,15 +142,20 @@ typedef struct {
     int n_prompt, capacity;
     Engine engine, draft_engine;
     Session session, draft_session;
+    ThreadGovernor governor, draft_governor;
 } Run;
 
 static void run_open(Run *g) {
     int rows = g->n_prompt < 512 ? g->n_prompt : 512;
     if (g->speculative && rows < gamma_arg + 1) rows = (int)gamma_arg + 1;
     engine_open(&g->engine, g->model, ops_cpu(), DTYPE_F32, rows, g->capacity);
+    thread_governor_init(&g->governor, omp_get_max_threads());
+    g->engine.governor = &g->governor;
     session_open(&g->session, &g->engine, g->capacity);
     if (!g->draft) return;
     engine_open(&g->draft_engine, g->draft, ops_cpu(), DTYPE_F32, rows, g->capacity);
+    thread_governor_init(&g->draft_governor, omp_get_max_threads());
+    g->draft_engine.governor = &g->draft_governor;
     session_open(&g->draft_session, &g->draft_engine, g->capacity);
 }
 
@@ -346,8 +354,10 @@ static int run(LabRun *r) {
     double t2 = now_seconds();
     putchar('\n');
     fflush(stdout);
-    fprintf(stderr, "prompt: %d tokens, %.1f tok/s | decode: %d tokens, %.1f tok/s\n", n_prompt,
-            n_prompt / (t1 - t0), generated, generated > 1 ? (generated - 1) / (t2 - t1) : 0.0);
+    fprintf(stderr, "prompt: %d tokens, %.1f tok/s | decode: %d tokens, %.1f tok/s | decode threads: %d of %d "
+                    "(%ld switches)\n", n_prompt, n_prompt / (t1 - t0), generated,
+            generated > 1 ? (generated - 1) / (t2 - t1) : 0.0, g.governor.threads, g.governor.max_threads,
+            g.governor.switches);
     int status = g.speculative ? report_speculative(&g, &params, tokens, generated, &stats, t2 - t1) : 0;
 
     run_close(&g);
