@@ -415,4 +415,5 @@ distclean: clean
 # gone would name that source as a prerequisite and stop the build.
 ALL_SRC := $(BASE_SRC) $(KERNEL_SRC) $(ENGINE_SRC) $(LAB_SRC) $(HELPER_SRC) $(RENDER_SRC) render/main.c \
            $(PROG_SRC) $(wildcard experiments/*/main.c) $(TEST_SRC)
--include $(wildcard $(patsubst %.c,$(BUILD)/%.d,$(ALL_SRC)) $(patsubst %.cu,$(BUILD)/%.d,$(CUDA_SRC)))
+-include $(wildcard $(patsubst %.c,$(BUILD)/%.d,$(ALL_SRC)) $(patsubst %.cu,$(BUILD)/%.d,$(CUDA_SRC)) \
+                    $(foreach b,$(VEC_FALLBACK_BITS),$(patsubst %.c,$(BUILD)/vec$(b)/%.d,$(KERNEL_SRC))))

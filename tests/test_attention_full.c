@@ -1,6 +1,6 @@
 // test_attention_full.c: attention_naive and attention_flash (kernels/cpu/attention_full.c)
 // against the double-precision reference, causal and not, on random N(0, 1) inputs over
-// shapes that cover one token, T not a multiple of the 96-row tile, head dims that are not
+// shapes that cover one token, T not a multiple of the 128-row tile, head dims that are not
 // a multiple of the register block (two vectors: 32 floats at 512 bits, 16 at 256), and
 // several batches and heads; make test runs it at 512, 256 and 32 bits (vec.h). Tolerance:
 // |fast - ref| <= 1e-5 + 1e-4 |ref| elementwise (float accumulation over up to 300 keys).

@@ -78,7 +78,7 @@ int session_prefill(Session *s, const int *tokens, int n, float *all_logits, Err
 
 #define GOVERNOR_PROBE_MIN 16
 #define GOVERNOR_PROBE_MAX 1024
-#define GOVERNOR_MARGIN 0.9 // a probe must beat the step before it by 10% to switch
+#define GOVERNOR_MARGIN 0.9 // a probe must beat the steps before it by 10% to switch
 
 void thread_governor_init(ThreadGovernor *g, int max_threads) {
     *g = (ThreadGovernor){.max_threads = max_threads, .threads = max_threads, .next_probe = GOVERNOR_PROBE_MIN,
@@ -86,21 +86,28 @@ void thread_governor_init(ThreadGovernor *g, int max_threads) {
 }
 
 int thread_governor_next(ThreadGovernor *g) {
-    g->probing = g->max_threads > 1 && g->last_s > 0.0 && g->steps >= g->next_probe;
+    if (g->probe_left == 0 && g->max_threads > 1 && g->n_recent == GOVERNOR_WINDOW && g->steps >= g->next_probe) {
+        g->probe_left = GOVERNOR_WINDOW;
+        g->probe_s = 0.0;
+    }
     int other = g->threads == 1 ? g->max_threads : 1;
-    return g->probing ? other : g->threads;
+    return g->probe_left > 0 ? other : g->threads;
 }
 
 void thread_governor_record(ThreadGovernor *g, double seconds) {
     g->steps++;
-    if (!g->probing) {
-        g->last_s = seconds;
+    if (g->probe_left == 0) {
+        g->recent[g->steps % GOVERNOR_WINDOW] = seconds;
+        if (g->n_recent < GOVERNOR_WINDOW) g->n_recent++;
         return;
     }
-    g->probing = 0;
-    if (seconds < GOVERNOR_MARGIN * g->last_s) { // the other count won: use it, and look again soon
+    g->probe_s += seconds;
+    if (--g->probe_left > 0) return;
+    double current_s = 0.0;
+    for (int i = 0; i < GOVERNOR_WINDOW; i++) current_s += g->recent[i];
+    if (g->probe_s < GOVERNOR_MARGIN * current_s) { // the other count won: use it, and look again soon
         g->threads = g->threads == 1 ? g->max_threads : 1;
-        g->last_s = seconds;
+        g->n_recent = 0;
         g->interval = GOVERNOR_PROBE_MIN;
         g->switches++;
     } else if (g->interval < GOVERNOR_PROBE_MAX) {

@@ -58,17 +58,21 @@ int session_generate(Session *s, Sampler *sampler, int *tokens, int n_tokens, in
 // The thread count of decode steps, picked by timing them (issue 18). A step forks for every
 // large enough kernel (kernels/cpu/parallel.h) and waits at its barrier for every thread; with
 // a core taken by another process that thread is descheduled, and the barrier waits a
-// scheduler time slice: the stories15M shape decoded at ~12 tok/s on 2 threads beside a busy
-// process. So an engine with a governor runs its decode steps at max_threads and, now and
-// then, one step at the other count (1, or back to max_threads); it switches when that step
-// ran clearly faster than the step before it, and probes half as often each time its choice
-// holds (from every GOVERNOR_PROBE_MIN to every GOVERNOR_PROBE_MAX steps).
+// scheduler time slice: the stories15M shape decoded at 144 tok/s on 2 threads beside a busy
+// process, 348 on one. So an engine with a governor runs its decode steps at max_threads and,
+// now and then, GOVERNOR_WINDOW steps at the other count (1, or back to max_threads); it
+// switches when those took clearly less time than the latest GOVERNOR_WINDOW steps at its
+// count (several steps: beside a busy process single steps are erratic), and probes half as
+// often each time its choice holds (every 16 steps after a switch, up to every 1024).
+#define GOVERNOR_WINDOW 4
 typedef struct ThreadGovernor {
-    int max_threads, threads; // the most allowed, the count in use
-    int probing;              // this step runs at the other count
+    int max_threads, threads;         // the most allowed, the count in use
+    int probe_left;                   // steps of the running probe still to take at the other count
     long steps, next_probe, interval;
-    double last_s;            // the latest step at `threads`
-    long switches;            // how often it changed its mind (bin/generate prints it)
+    double recent[GOVERNOR_WINDOW];   // the latest steps at `threads` (a ring), seconds
+    int n_recent;
+    double probe_s;                   // the running probe's seconds so far
+    long switches;                    // how often it changed its mind (bin/generate prints it)
 } ThreadGovernor;
 void thread_governor_init(ThreadGovernor *g, int max_threads);
 // The thread count for the next step, then that step's time: session_decode calls both.

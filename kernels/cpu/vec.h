@@ -32,6 +32,16 @@ typedef int32_t vi __attribute__((vector_size(VEC_BITS / 8), aligned(4))); // it
 typedef signed char vc __attribute__((vector_size(VEC_WIDTH), aligned(1))); // VEC_WIDTH int8
 
 static inline vf vf_load(const float *p) { return *(const vf *)p; }
+// The first n < VEC_WIDTH lanes from p, the others 0: a ragged end in one vector operation.
+static inline vf vf_load_partial(const float *p, int n) {
+#if VEC_BITS == 512
+    return (vf)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
+#else
+    float lanes[VEC_WIDTH] = {0};
+    for (int k = 0; k < n; k++) lanes[k] = p[k];
+    return vf_load(lanes);
+#endif
+}
 static inline void vf_store(float *p, vf x) { *(vf *)p = x; }
 static inline vf vf_splat(float x) { return x - (vf){0}; } // x - 0 is x for every x, x + 0 is not (-0)
 
@@ -48,9 +58,17 @@ static inline vf vf_madd(vf a, vf b, vf c) {
 #endif
 }
 
-// Lanes of a where mask is set (all ones), else of b.
-static inline vf vf_select(vi mask, vf a, vf b) { return (vf)(((vi)a & mask) | ((vi)b & ~mask)); }
-static inline vf vf_max(vf a, vf b) { return vf_select(a > b, a, b); }
+// The larger lane of a and b; b where a is NaN (as x86's maxps).
+static inline vf vf_max(vf a, vf b) {
+#if VEC_BITS == 512
+    return (vf)_mm512_max_ps((__m512)a, (__m512)b);
+#elif VEC_BITS == 256
+    return (vf)_mm256_max_ps((__m256)a, (__m256)b);
+#else
+    vi a_larger = a > b; // all ones where a > b (false for NaN)
+    return (vf)(((vi)a & a_larger) | ((vi)b & ~a_larger));
+#endif
+}
 
 static inline float vf_sum(vf x) {
     float s = 0.0f;
@@ -62,12 +80,9 @@ static inline float vf_sum(vf x) {
 // and at 8K tokens a head needs 67M of them). x = n ln2 + r with n = round(x / ln2) and
 // |r| <= ln2 / 2; e^r by its degree-6 Taylor series (relative error < 1.3e-7 there); 2^n by
 // writing n + 127 into the float's exponent bits, or 0 once that underflows (x < -87.3).
-// |x| is clamped to 100 on the bits, which also maps -inf, and the NaN of -inf - -inf, to
-// exactly 0. The sign is forced negative: callers pass x <= 0.
+// x is clamped to -100 first, which also maps -inf, and the NaN of -inf - -inf, to exactly 0.
 static inline vf vf_exp_nonpos(vf x) {
-    vi magnitude = (vi)x & 0x7fffffff;
-    vi big = magnitude > 0x42c80000; // |x| > 100 (integer compare: NaN's bits are large)
-    vf xc = (vf)(((big & 0x42c80000) | (~big & magnitude)) | (int32_t)0x80000000); // -min(|x|, 100)
+    vf xc = vf_max(x, vf_splat(-100.0f)); // NaN -> -100
     vf n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f; // round to nearest via 1.5 * 2^23
     vf r = vf_madd(n, vf_splat(-0.693145752f), xc);         // ln2 in two parts (Cody-Waite)
     r = vf_madd(n, vf_splat(-1.42860677e-6f), r);
@@ -93,9 +108,8 @@ static inline float dot_f32(const float *restrict a, const float *restrict b, in
         s3 = vf_madd(vf_load(a + j + 3 * VEC_WIDTH), vf_load(b + j + 3 * VEC_WIDTH), s3);
     }
     for (; j + VEC_WIDTH <= n; j += VEC_WIDTH) s0 = vf_madd(vf_load(a + j), vf_load(b + j), s0);
-    float sum = vf_sum((s0 + s1) + (s2 + s3));
-    for (; j < n; j++) sum += a[j] * b[j];
-    return sum;
+    if (j < n) s1 = vf_madd(vf_load_partial(a + j, n - j), vf_load_partial(b + j, n - j), s1);
+    return vf_sum((s0 + s1) + (s2 + s3));
 }
 
 // The dot of fp32 a with int8 codes b (the int8 KV cache's keys), in dot_f32's order.
