@@ -1,7 +1,7 @@
 // fuzz_bpe.c: libFuzzer target for byte-level BPE on arbitrary bytes (experiments/engine/
 // tokenizer.c): encode then decode must give the input back, with a tokenizer trained once at
-// start-up and, for one input in 8 (training sets up 4 MB of tables, so it is the slow part),
-// with one trained on the input's first TRAIN_BYTES (a small vocabulary on a short text);
+// start-up and, for one input in 8 (training is the slow part), with one trained on the
+// input's first TRAIN_BYTES (a small vocabulary on a short text);
 // every token's piece is at most TOKENIZER_MAX_PIECE bytes, and the pre-split rule must cover
 // the input in non-empty chunks (which have no length limit).
 // A mismatch aborts (a bug, like a crash). Run: make fuzz.
