@@ -1,7 +1,7 @@
 // tokenizer.c: byte-level BPE training/encoding and llama2.c's tokenizer.bin (see tokenizer.h).
 //
 // BPE training works on unique chunks (words) weighted by their counts. It keeps, for every
-// adjacent pair, its total count and the words it occurs in, plus a max-heap of pairs by
+// adjacent pair, its total count and the words it occurs in, plus a heap of pairs by
 // count; each merge rewrites only the words holding the chosen pair and adjusts the counts
 // of the pairs around each occurrence, so a vocabulary of 4096 trains in seconds.
 //
@@ -151,6 +151,48 @@ static int bytesmap_add(BytesMap *m, const unsigned char *s, int len, int val) {
     *e = (BytesSlot){.key = s, .hash = h, .len = len, .val = val};
     if (2 * ++m->n > m->cap) bytesmap_grow(m);
     return val;
+}
+
+// One binary min-heap serves training (pairs by count) and encoding (merges by rank): entries
+// come out by key, then by tie; value rides along.
+typedef struct {
+    int64_t key, tie;
+    int value;
+} HeapEntry;
+
+typedef struct {
+    HeapEntry *e;
+    size_t n, cap;
+} MinHeap;
+
+static bool entry_before(HeapEntry x, HeapEntry y) { return x.key != y.key ? x.key < y.key : x.tie < y.tie; }
+
+static void minheap_push(MinHeap *h, HeapEntry x) {
+    if (h->n == h->cap) {
+        h->cap = h->cap ? 2 * h->cap : 1024;
+        h->e = reallocCheck(h->e, h->cap * sizeof *h->e);
+    }
+    size_t i = h->n++;
+    while (i > 0 && entry_before(x, h->e[(i - 1) / 2])) {
+        h->e[i] = h->e[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->e[i] = x;
+}
+
+static HeapEntry minheap_pop(MinHeap *h) {
+    HeapEntry top = h->e[0], last = h->e[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t child = 2 * i + 1;
+        if (child >= h->n) break;
+        if (child + 1 < h->n && entry_before(h->e[child + 1], h->e[child])) child++;
+        if (!entry_before(h->e[child], last)) break;
+        h->e[i] = h->e[child];
+        i = child;
+    }
+    h->e[i] = last;
+    return top;
 }
 
 // ----------------------------------------------------------------------------
@@ -466,10 +508,6 @@ typedef struct {
     bool banned;   // its joined piece exists already or is too long: never merged
 } Pair;
 
-typedef struct {
-    int64_t count; // the pair's count when pushed; stale once it differs
-    int pair;
-} HeapItem;
 
 typedef struct {
     Word *words;
@@ -477,8 +515,8 @@ typedef struct {
     Pair *pairs;
     int n_pairs, cap_pairs;
     PairMap pair_index; // (a, b) -> index in pairs
-    HeapItem *heap;     // max-heap, best pair first
-    size_t heap_n, heap_cap;
+    MinHeap heap;       // pairs as pushed: key -count (most frequent first), tie (a, b) (lowest
+                        // ids first), value the pair; stale once its count differs
     int *dirty;         // pairs whose count changed during the current merge
     int n_dirty, cap_dirty;
     unsigned char **pieces; // (256 + merges made) the bytes of each token so far
@@ -486,41 +524,6 @@ typedef struct {
     int n_pieces, cap_pieces;
     BytesMap piece_set;     // every piece so far, and BOS's and EOS's text
 } BpeTrainer;
-
-// Heap order: higher count first, then lower first id, then lower second id.
-static bool heap_above(const BpeTrainer *tr, HeapItem x, HeapItem y) {
-    if (x.count != y.count) return x.count > y.count;
-    const Pair *px = &tr->pairs[x.pair], *py = &tr->pairs[y.pair];
-    return px->a != py->a ? px->a < py->a : px->b < py->b;
-}
-
-static void heap_push(BpeTrainer *tr, HeapItem item) {
-    if (tr->heap_n == tr->heap_cap) {
-        tr->heap_cap = tr->heap_cap ? 2 * tr->heap_cap : 1024;
-        tr->heap = reallocCheck(tr->heap, tr->heap_cap * sizeof *tr->heap);
-    }
-    size_t i = tr->heap_n++;
-    while (i > 0 && heap_above(tr, item, tr->heap[(i - 1) / 2])) {
-        tr->heap[i] = tr->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    tr->heap[i] = item;
-}
-
-static HeapItem heap_pop(BpeTrainer *tr) {
-    HeapItem top = tr->heap[0], last = tr->heap[--tr->heap_n];
-    size_t i = 0;
-    for (;;) {
-        size_t child = 2 * i + 1;
-        if (child >= tr->heap_n) break;
-        if (child + 1 < tr->heap_n && heap_above(tr, tr->heap[child + 1], tr->heap[child])) child++;
-        if (!heap_above(tr, tr->heap[child], last)) break;
-        tr->heap[i] = tr->heap[child];
-        i = child;
-    }
-    tr->heap[i] = last;
-    return top;
-}
 
 // Append a piece (copied) as the next token.
 static void trainer_add_piece(BpeTrainer *tr, const unsigned char *bytes, int len) {
@@ -549,11 +552,11 @@ static bool makes_new_piece(const BpeTrainer *tr, int a, int b, unsigned char *b
 // pair is left.
 static int best_pair(BpeTrainer *tr) {
     unsigned char buf[TOKENIZER_MAX_PIECE];
-    while (tr->heap_n > 0) {
-        HeapItem top = heap_pop(tr);
-        Pair *pair = &tr->pairs[top.pair];
-        if (top.count <= 0 || top.count != pair->count || pair->banned) continue;
-        if (makes_new_piece(tr, pair->a, pair->b, buf)) return top.pair;
+    while (tr->heap.n > 0) {
+        HeapEntry top = minheap_pop(&tr->heap);
+        Pair *pair = &tr->pairs[top.value];
+        if (-top.key != pair->count || pair->banned) continue;
+        if (makes_new_piece(tr, pair->a, pair->b, buf)) return top.value;
         pair->banned = true;
     }
     return -1;
@@ -601,7 +604,8 @@ static void push_dirty_pairs(BpeTrainer *tr) {
     for (int i = 0; i < tr->n_dirty; i++) {
         Pair *pair = &tr->pairs[tr->dirty[i]];
         pair->dirty = false;
-        if (pair->count > 0) heap_push(tr, (HeapItem){.count = pair->count, .pair = tr->dirty[i]});
+        if (pair->count > 0)
+            minheap_push(&tr->heap, (HeapEntry){-pair->count, (int64_t)pair->a << 32 | pair->b, tr->dirty[i]});
     }
     tr->n_dirty = 0;
 }
@@ -652,7 +656,7 @@ static void trainer_free(BpeTrainer *tr) {
     for (int p = 0; p < tr->n_pairs; p++) free(tr->pairs[p].words);
     free(tr->words);
     free(tr->pairs);
-    free(tr->heap);
+    free(tr->heap.e);
     free(tr->dirty);
     pairmap_free(&tr->pair_index);
     for (int i = 0; i < tr->n_pieces; i++) free(tr->pieces[i]);
@@ -724,63 +728,28 @@ int tokenizer_train_bpe(Tokenizer *t, const unsigned char *text, size_t len, int
 // ----------------------------------------------------------------------------
 // encoding
 
-// A merge waiting in a chunk: the pair starting at symbol `left`, of merge rank `rank`.
 typedef struct {
-    int rank, left;
-} Candidate;
-
-typedef struct {
-    int *next, *prev;  // (cap) the live symbols of the chunk as a linked list; -1 ends it
-    Candidate *heap;   // (cap) min-heap by rank, then by position
-    int heap_n, cap;
+    int *next, *prev; // (cap) the live symbols of the chunk as a linked list; -1 ends it
+    int cap;
+    MinHeap heap;     // merges waiting: key the merge rank, tie the pair's left symbol
 } ChunkScratch;
-
-static bool candidate_before(Candidate x, Candidate y) {
-    return x.rank != y.rank ? x.rank < y.rank : x.left < y.left;
-}
-
-static void candidate_push(ChunkScratch *sc, Candidate c) {
-    int i = sc->heap_n++;
-    while (i > 0 && candidate_before(c, sc->heap[(i - 1) / 2])) {
-        sc->heap[i] = sc->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    sc->heap[i] = c;
-}
-
-static Candidate candidate_pop(ChunkScratch *sc) {
-    Candidate top = sc->heap[0], last = sc->heap[--sc->heap_n];
-    int i = 0;
-    for (;;) {
-        int child = 2 * i + 1;
-        if (child >= sc->heap_n) break;
-        if (child + 1 < sc->heap_n && candidate_before(sc->heap[child + 1], sc->heap[child])) child++;
-        if (!candidate_before(sc->heap[child], last)) break;
-        sc->heap[i] = sc->heap[child];
-        i = child;
-    }
-    sc->heap[i] = last;
-    return top;
-}
 
 // Queue the pair starting at symbol i, if its right neighbour exists and the pair has a merge.
 static void queue_pair(const PairMap *rank, const int *ids, ChunkScratch *sc, int i) {
     if (i < 0 || sc->next[i] < 0) return;
     int r = pairmap_get(rank, ids[i], ids[sc->next[i]]);
-    if (r >= 0) candidate_push(sc, (Candidate){r, i});
+    if (r >= 0) minheap_push(&sc->heap, (HeapEntry){r, i, 0});
 }
 
 // Encode one chunk as llama.cpp's gpt2 BPE does: take the queued pair of lowest rank (leftmost
 // on ties), skip it if a merge has changed it since, else merge it and queue the two pairs it
-// now forms with its neighbours. The n - 1 merges at most each queue two pairs, so the heap
-// holds fewer than 3n. Returns the count written to out (<= len).
+// now forms with its neighbours. Returns the count written to out (<= len).
 static int bpe_encode_chunk(const Tokenizer *t, const unsigned char *s, int len, int *out, ChunkScratch *sc) {
     const PairMap *rank = &t->index->merge_rank;
-    if (3 * len > sc->cap) {
-        sc->cap = 3 * len;
+    if (len > sc->cap) {
+        sc->cap = len;
         sc->next = reallocCheck(sc->next, (size_t)sc->cap * sizeof *sc->next);
         sc->prev = reallocCheck(sc->prev, (size_t)sc->cap * sizeof *sc->prev);
-        sc->heap = reallocCheck(sc->heap, (size_t)sc->cap * sizeof *sc->heap);
     }
     int *ids = out; // (len) symbol i's token; -1 once merged into its left neighbour
     for (int i = 0; i < len; i++) {
@@ -788,13 +757,13 @@ static int bpe_encode_chunk(const Tokenizer *t, const unsigned char *s, int len,
         sc->prev[i] = i - 1;
         sc->next[i] = i + 1 < len ? i + 1 : -1;
     }
-    sc->heap_n = 0;
+    sc->heap.n = 0;
     for (int i = 0; i + 1 < len; i++) queue_pair(rank, ids, sc, i);
-    while (sc->heap_n > 0) {
-        Candidate c = candidate_pop(sc);
-        int l = c.left, r = sc->next[l];
-        if (ids[l] < 0 || r < 0 || pairmap_get(rank, ids[l], ids[r]) != c.rank) continue; // stale
-        ids[l] = 256 + c.rank;
+    while (sc->heap.n > 0) {
+        HeapEntry c = minheap_pop(&sc->heap);
+        int l = (int)c.tie, r = sc->next[l], merge = (int)c.key;
+        if (ids[l] < 0 || r < 0 || pairmap_get(rank, ids[l], ids[r]) != merge) continue; // stale
+        ids[l] = 256 + merge;
         ids[r] = -1;
         sc->next[l] = sc->next[r];
         if (sc->next[r] >= 0) sc->prev[sc->next[r]] = l;
@@ -810,7 +779,7 @@ static int bpe_encode_chunk(const Tokenizer *t, const unsigned char *s, int len,
 static void chunk_scratch_free(ChunkScratch *sc) {
     free(sc->next);
     free(sc->prev);
-    free(sc->heap);
+    free(sc->heap.e);
 }
 
 typedef struct {
