@@ -38,8 +38,10 @@ void matmul(float *out, const float *x, const float *w, int T, int n, int d);
 // out (T, C) = x / rms(x) * weight, per row; rms over C with eps inside the root.
 void rmsnorm(float *out, const float *x, const float *weight, int T, int C, float eps);
 
-// In-place softmax of each row of x (rows, n); numerically stable (max subtracted).
-void softmax_rows(float *x, int rows, int n);
+// In-place softmax of each row of x (rows, n); numerically stable (max subtracted). lse
+// (rows), when not NULL, gets each row's log-sum-exp log sum_j e^x_j: a cross-entropy's
+// -log p_t = lse - x_t stays exact where p_t underflows.
+void softmax_rows(float *x, int rows, int n, float *lse);
 
 // Rotate adjacent pairs (x[2i], x[2i+1]) of every head of one token's vector
 // x (n_heads, head_dim) by angle pos * inv_freq[i], scaled by mscale (YaRN's
@@ -48,6 +50,10 @@ void rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *inv_
 
 // out (T, H) = silu(gate) * up, elementwise; gate and up are (T, H).
 void swiglu(float *out, const float *gate, const float *up, int T, int H);
+// Its backward (the trainer's): given d out (n), d_gate = d out * up * silu'(gate) and
+// d_up = d out * silu(gate), both overwritten; d_out may be d_up.
+void swiglu_backward(float *d_gate, float *d_up, const float *d_out, const float *gate, const float *up,
+                     size_t n);
 
 // Causal attention of query rows against their KV caches, GQA-aware: the CPU's ops->attention
 // (contract in ops.h). Each thread scores one (row, head) pair at a time into its own row of

@@ -7,9 +7,11 @@
 
 void ref_matmul(float *out, const float *x, const float *w, int T, int n, int d);
 void ref_rmsnorm(float *out, const float *x, const float *weight, int T, int C, float eps);
-void ref_softmax_rows(float *x, int rows, int n);
+void ref_softmax_rows(float *x, int rows, int n, float *lse);
 void ref_rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *inv_freq, float mscale);
 void ref_swiglu(float *out, const float *gate, const float *up, int T, int H);
+void ref_swiglu_backward(float *d_gate, float *d_up, const float *d_out, const float *gate, const float *up,
+                         size_t n);
 // The quantised formats of quant.h, one weight at a time: weight i of a stored row of n, found
 // from its block and its place in it (the twin of dequantize_row), and the dot of a stored row
 // with x accumulated in double (the twin of dot_row).

@@ -73,18 +73,24 @@ static void test_rmsnorm(void **state) {
     free(x); free(wt);
 }
 
+// Rows longer and shorter than a vector, ragged ends, large logits (the max subtraction),
+// and each row's log-sum-exp.
 static void test_softmax(void **state) {
     (void)state;
     uint64_t rng = rng_seed(2);
-    int rows = 40, n = 301;
-    float *x = random_buffer((size_t)rows * n, &rng);
-    for (int i = 0; i < rows * n; i++) x[i] *= 30.0f; // large logits: exercises max subtraction
-    float *y = mallocCheck((size_t)rows * n * sizeof(float));
-    memcpy(y, x, (size_t)rows * n * sizeof(float));
-    softmax_rows(x, rows, n);
-    ref_softmax_rows(y, rows, n);
-    assert_close(x, y, (size_t)rows * n, 1e-4, 1e-6);
-    free(x); free(y);
+    int lengths[] = {301, 5, 16, 2048};
+    for (int c = 0; c < 4; c++) {
+        int rows = 40, n = lengths[c];
+        float *x = random_buffer((size_t)rows * n, &rng), lse[40], want_lse[40];
+        for (int i = 0; i < rows * n; i++) x[i] *= 30.0f;
+        float *y = mallocCheck((size_t)rows * n * sizeof(float));
+        memcpy(y, x, (size_t)rows * n * sizeof(float));
+        softmax_rows(x, rows, n, lse);
+        ref_softmax_rows(y, rows, n, want_lse);
+        assert_close(x, y, (size_t)rows * n, 1e-4, 1e-6);
+        assert_close(lse, want_lse, rows, 1e-5, 1e-5);
+        free(x); free(y);
+    }
 }
 
 static void test_rope(void **state) {
@@ -125,16 +131,30 @@ static void test_rope_partial(void **state) {
     free(x);
 }
 
+// Lengths with a ragged end and gates out to +-40 (the sigmoid's two branches, e^-|g|
+// underflowing); the backward also with d_out aliasing d_up, as the trainer calls it.
 static void test_swiglu(void **state) {
     (void)state;
     uint64_t rng = rng_seed(4);
-    int T = 9, H = 1000;
-    float *g = random_buffer((size_t)T * H, &rng), *u = random_buffer((size_t)T * H, &rng);
-    float *got = mallocCheck((size_t)T * H * sizeof(float)), *want = mallocCheck((size_t)T * H * sizeof(float));
-    swiglu(got, g, u, T, H);
-    ref_swiglu(want, g, u, T, H);
-    assert_close(got, want, (size_t)T * H, 1e-4, 1e-6);
-    free(g); free(u); free(got); free(want);
+    int sizes[][2] = {{9, 1000}, {1, 7}, {3, 37}};
+    for (int c = 0; c < 3; c++) {
+        int T = sizes[c][0], H = sizes[c][1];
+        size_t n = (size_t)T * H;
+        float *g = random_buffer(n, &rng), *u = random_buffer(n, &rng), *dout = random_buffer(n, &rng);
+        for (size_t i = 0; i < n; i += 5) g[i] *= 10.0f;
+        g[0] = 40.0f, g[n - 1] = -40.0f;
+        float *got = mallocCheck(n * sizeof(float)), *want = mallocCheck(n * sizeof(float));
+        float *dg = mallocCheck(n * sizeof(float)), *want_dg = mallocCheck(n * sizeof(float));
+        swiglu(got, g, u, T, H);
+        ref_swiglu(want, g, u, T, H);
+        assert_close(got, want, n, 1e-4, 1e-6);
+        ref_swiglu_backward(want_dg, want, dout, g, u, n);
+        memcpy(got, dout, n * sizeof(float));
+        swiglu_backward(dg, got, got, g, u, n); // d_out is d_up
+        assert_close(dg, want_dg, n, 1e-4, 1e-6);
+        assert_close(got, want, n, 1e-4, 1e-6);
+        free(g); free(u); free(dout); free(got); free(want); free(dg); free(want_dg);
+    }
 }
 
 // attention_kv over one sequence's rows pos0 .. pos0 + n_q - 1 against the reference. Keys

@@ -193,17 +193,6 @@ void rope_backward(float *dx, int N, int T, int n_heads, int hd, const float *in
     rope_rows(dx, N, T, n_heads, hd, hd, inv_freq, mscale, -1);
 }
 
-void swiglu_backward(float *d_gate, float *d_up, const float *d_out, const float *gate, const float *up,
-                     size_t n) {
-    #pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_ELEMS)
-    for (size_t i = 0; i < n; i++) {
-        float g = gate[i], dout = d_out[i]; // d_out may alias d_up: read it first
-        float sig = 1.0f / (1.0f + expf(-g));
-        d_gate[i] = dout * up[i] * sig * (1.0f + g * (1.0f - sig)); // silu'(g) = s (1 + g (1 - s))
-        d_up[i] = dout * g * sig;
-    }
-}
-
 // Attention runs one (sequence, head) per OpenMP task, its matmuls as sgemm calls (OpenBLAS's
 // OpenMP build runs them single-threaded inside a parallel region), over row blocks of
 // ATT_BLOCK queries, each against only the keys up to its last query (causality skips the
@@ -230,9 +219,9 @@ void attention_forward(float *out, float *probs, const float *q, const float *k,
                             qs, kh, ks, 0.0f, pb, T);
                 for (int i = i0; i < i0 + rows; i++) {
                     float *row = p + (size_t)i * T;
-                    for (int j = 0; j <= i; j++)
-                        if (!attention_visible(i, j, s->window, s->n_sink)) row[j] = -INFINITY;
-                    softmax_rows(row, 1, i + 1); // hidden keys get exactly 0
+                    VisibleKeys vis = attention_visible_keys(i, s->window, s->n_sink);
+                    for (int j = vis.n_sinks; j < vis.lo; j++) row[j] = -INFINITY;
+                    softmax_rows(row, 1, i + 1, NULL); // hidden keys get exactly 0
                     memset(row + i + 1, 0, (size_t)(T - i - 1) * sizeof(float));
                 }
                 // out (rows, vd) = P[i0 .., 0 .. keys) V[0 .. keys)
@@ -297,24 +286,15 @@ void attention_backward(float *dq, float *dk, float *dv, const float *d_out, con
 }
 
 double crossentropy_forward(float *logits, float *row_loss, const int *targets, int N, int V) {
+    float *lse = mallocCheck((size_t)N * sizeof(float));
+    for (int r = 0; r < N; r++) row_loss[r] = targets[r] >= 0 ? logits[(size_t)r * V + targets[r]] : 0.0f;
+    softmax_rows(logits, N, V, lse);
     double total = 0.0;
-    #pragma omp parallel for schedule(static) reduction(+ : total) if ((size_t)N * V >= PARALLEL_MIN_ELEMS)
     for (int r = 0; r < N; r++) {
-        float *row = logits + (size_t)r * V;
-        float max = row[0];
-        for (int i = 1; i < V; i++) max = row[i] > max ? row[i] : max;
-        // -log p = log(sum exp(l - max)) - (l_target - max), exact even where p underflows
-        float target_shifted = targets[r] >= 0 ? row[targets[r]] - max : 0.0f;
-        float sum = 0.0f;
-        for (int i = 0; i < V; i++) {
-            row[i] = expf(row[i] - max);
-            sum += row[i];
-        }
-        float inv = 1.0f / sum;
-        for (int i = 0; i < V; i++) row[i] *= inv;
-        row_loss[r] = targets[r] >= 0 ? logf(sum) - target_shifted : 0.0f;
+        row_loss[r] = targets[r] >= 0 ? lse[r] - row_loss[r] : 0.0f; // -log p, exact where p underflows
         total += row_loss[r];
     }
+    free(lse);
     return total;
 }
 

@@ -185,9 +185,7 @@ void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, con
 // Rows are B sequences of T positions; row r sits at position r % T. In place on x (N, heads * hd).
 void rope_forward(float *x, int N, int T, int n_heads, int hd, const float *inv_freq, float mscale);
 void rope_backward(float *dx, int N, int T, int n_heads, int hd, const float *inv_freq, float mscale);
-// out = silu(gate) * up: d_gate, d_up (N, H) are overwritten.
-void swiglu_backward(float *d_gate, float *d_up, const float *d_out, const float *gate, const float *up,
-                     size_t n);
+// (The SwiGLU's backward is kernels.h's swiglu_backward, beside its forward.)
 // Causal attention of B sequences of T positions, masked by attention_visible.
 // q (B*T, nh*hd), k (B*T, nkv*hd), v (B*T, nkv*vd), out (B*T, nh*vd), probs (B, nh, T, T);
 // vd = attention_value_dim (the shape's strides are not used: rows are contiguous).

@@ -24,32 +24,6 @@
 
 // --- naive ------------------------------------------------------------------------------
 
-// The max and then e^(s[j] - max) of n scores, in place; returns the sum of the exps. The
-// ragged end goes through one vector padded with -inf (whose e^x is 0), so every score
-// takes the same vf_exp_nonpos.
-static float exp_shifted_sum(float *restrict s, int n) {
-    vf m = vf_splat(-INFINITY);
-    int j = 0;
-    for (; j + VEC_WIDTH <= n; j += VEC_WIDTH) m = vf_max(m, vf_load(s + j));
-    float max = -INFINITY;
-    for (int k = 0; k < VEC_WIDTH; k++) max = m[k] > max ? m[k] : max;
-    for (; j < n; j++) max = s[j] > max ? s[j] : max;
-    vf sum = {0}, vmax = vf_splat(max);
-    for (j = 0; j + VEC_WIDTH <= n; j += VEC_WIDTH) {
-        vf e = vf_exp_nonpos(vf_load(s + j) - vmax);
-        vf_store(s + j, e);
-        sum += e;
-    }
-    if (j < n) {
-        float tail[VEC_WIDTH];
-        for (int k = 0; k < VEC_WIDTH; k++) tail[k] = j + k < n ? s[j + k] : -INFINITY;
-        vf e = vf_exp_nonpos(vf_load(tail) - vmax);
-        for (int k = 0; j + k < n; k++) s[j + k] = e[k];
-        sum += e;
-    }
-    return vf_sum(sum);
-}
-
 // Softmax of each row of scores (T, T) over its visible keys; hidden ones become 0 so the
 // sgemm with V can run over full rows.
 static void masked_softmax_rows(float *scores, int T, int causal) {
@@ -57,9 +31,8 @@ static void masked_softmax_rows(float *scores, int T, int causal) {
     for (int t = 0; t < T; t++) {
         float *row = scores + (size_t)t * T;
         int n = causal ? t + 1 : T;
-        float inv = 1.0f / exp_shifted_sum(row, n);
-        for (int j = 0; j < n; j++) row[j] *= inv;
-        for (int j = n; j < T; j++) row[j] = 0.0f;
+        softmax_rows(row, 1, n, NULL);
+        memset(row + n, 0, (size_t)(T - n) * sizeof(float));
     }
 }
 

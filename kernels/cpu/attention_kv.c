@@ -81,17 +81,9 @@ static void attend_one(float *out, const float *q, const HeadRows *kv, int p, KV
         rope_rotate(q_sink, 1, hd, -vis.evicted, s->inv_freq, 1.0f);
         qs = q_sink;
     }
-    float max = -INFINITY;
-    for (int i = 0; i < vis.count; i++) {
+    for (int i = 0; i < vis.count; i++)
         scores[i] = key_dot(kv, i < vis.n_sinks ? qs : q, (size_t)visible_row(&rows, i), ks, hd) * s->scale;
-        max = scores[i] > max ? scores[i] : max;
-    }
-    float sum = 0.0f;
-    for (int i = 0; i < vis.count; i++) {
-        scores[i] = expf(scores[i] - max);
-        sum += scores[i];
-    }
-    float inv = 1.0f / sum;
+    float max, inv = 1.0f / vf_exp_shifted_sum(scores, vis.count, &max);
     memset(out, 0, vd * sizeof(float));
     for (int i = 0; i < vis.count; i++) {
         if (scores[i] == 0.0f) continue;

@@ -27,13 +27,14 @@ void ref_rmsnorm(float *out, const float *x, const float *weight, int T, int C, 
     }
 }
 
-void ref_softmax_rows(float *x, int rows, int n) {
+void ref_softmax_rows(float *x, int rows, int n, float *lse) {
     for (int r = 0; r < rows; r++) {
         float *row = x + (size_t)r * n;
         double max = row[0], sum = 0.0;
         for (int i = 1; i < n; i++) max = fmax(max, row[i]);
         for (int i = 0; i < n; i++) sum += exp(row[i] - max);
         for (int i = 0; i < n; i++) row[i] = (float)(exp(row[i] - max) / sum);
+        if (lse) lse[r] = (float)(max + log(sum));
     }
 }
 
@@ -51,6 +52,15 @@ void ref_swiglu(float *out, const float *gate, const float *up, int T, int H) {
     for (size_t i = 0; i < (size_t)T * H; i++) {
         double g = gate[i];
         out[i] = (float)(g / (1.0 + exp(-g)) * up[i]);
+    }
+}
+
+void ref_swiglu_backward(float *d_gate, float *d_up, const float *d_out, const float *gate, const float *up,
+                         size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        double g = gate[i], dout = d_out[i], sig = 1.0 / (1.0 + exp(-g));
+        d_gate[i] = (float)(dout * up[i] * sig * (1.0 + g * (1.0 - sig)));
+        d_up[i] = (float)(dout * g * sig);
     }
 }
 

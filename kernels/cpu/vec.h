@@ -43,6 +43,14 @@ static inline vf vf_load_partial(const float *p, int n) {
 #endif
 }
 static inline void vf_store(float *p, vf x) { *(vf *)p = x; }
+// The first n < VEC_WIDTH lanes of x to p; the memory after them is not touched.
+static inline void vf_store_partial(float *p, vf x, int n) {
+#if VEC_BITS == 512
+    _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), (__m512)x);
+#else
+    for (int k = 0; k < n; k++) p[k] = x[k];
+#endif
+}
 static inline vf vf_splat(float x) { return x - (vf){0}; } // x - 0 is x for every x, x + 0 is not (-0)
 
 // a * b + c, rounded once where the build has FMA (-std=c11 turns off gcc's contraction).
@@ -95,6 +103,43 @@ static inline vf vf_exp_nonpos(vf x) {
     vi biased = __builtin_convertvector(n, vi) + 127;
     vi scale_bits = (biased & ~(biased < 0)) << 23; // 2^n, or 0 below 2^-126
     return p * (vf)scale_bits;
+}
+
+// The max of x[0 .. n) (n >= 1) into *max, and e^(x[j] - max) in place; returns the sum of
+// the exps. The ragged end goes through one vector padded with -inf (whose e^x is 0), so
+// every element takes the same vf_exp_nonpos. The row softmaxes and the cross-entropy share it.
+static inline float vf_exp_shifted_sum(float *restrict x, int n, float *max) {
+    vf m = vf_splat(-INFINITY);
+    int j = 0;
+    for (; j + VEC_WIDTH <= n; j += VEC_WIDTH) m = vf_max(m, vf_load(x + j));
+    float tail[VEC_WIDTH];
+    int rest = n - j;
+    for (int k = 0; k < VEC_WIDTH; k++) tail[k] = k < rest ? x[j + k] : -INFINITY;
+    m = vf_max(m, vf_load(tail));
+    float mx = m[0];
+    for (int k = 1; k < VEC_WIDTH; k++) mx = m[k] > mx ? m[k] : mx;
+    vf sum = {0}, vmax = vf_splat(mx);
+    for (j = 0; j + VEC_WIDTH <= n; j += VEC_WIDTH) {
+        vf e = vf_exp_nonpos(vf_load(x + j) - vmax);
+        vf_store(x + j, e);
+        sum += e;
+    }
+    if (rest) {
+        vf e = vf_exp_nonpos(vf_load(tail) - vmax);
+        vf_store_partial(x + j, e, rest);
+        sum += e;
+    }
+    *max = mx;
+    return vf_sum(sum);
+}
+
+// 1 / (1 + e^-x), from e^-|x| <= 1 so that nothing overflows: 1 / (1 + e) for x >= 0,
+// e / (1 + e) below.
+static inline vf vf_sigmoid(vf x) {
+    vf e = vf_exp_nonpos(-vf_max(x, -x));
+    vf s = 1.0f / (1.0f + e);
+    vi negative = x < 0;
+    return (vf)(((vi)(e * s) & negative) | ((vi)s & ~negative));
 }
 
 static inline float dot_f32(const float *restrict a, const float *restrict b, int n) {
