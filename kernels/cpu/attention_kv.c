@@ -113,20 +113,15 @@ void attention_kv(float *out, const float *q, const KVRows *kv, const AttentionS
         die("attention_kv: %zu bytes of scratch for %d threads x %d keys", scratch_bytes, threads, max_keys);
     // a decode step of a small model attends over few keys: its heads are not worth a fork
     size_t macs = (size_t)kv->R * s->n_heads * max_keys * (hd + vd);
-    #pragma omp parallel num_threads(threads) if (macs >= PARALLEL_MIN_MACS)
-    {
-        float *scores = scratch + (size_t)omp_get_thread_num() * max_keys;
-        #pragma omp for collapse(2) schedule(dynamic, 4)
-        for (int r = 0; r < kv->R; r++) {
-            for (int h = 0; h < s->n_heads; h++) {
-                size_t g = (size_t)(h / group);
-                KVLayout layout = kv->layouts ? kv->layouts[r] : (KVLayout){0};
-                HeadRows rows = {(const char *)kv->keys[r] + g * hd * esize, (const char *)kv->values[r] + g * vd * esize,
-                                 kv->dtype == DTYPE_I8 ? kv->key_scales[r] + g : NULL,
-                                 kv->dtype == DTYPE_I8 ? kv->value_scales[r] + g : NULL, kv->n_scales, kv->dtype};
-                attend_one(out + (size_t)r * out_stride + h * vd, q + (size_t)r * q_stride + h * hd, &rows, kv->pos[r],
-                           layout, s, scores);
-            }
+    PARALLEL_FOR((double)macs, collapse(2) schedule(dynamic, 4), for (int r = 0; r < kv->R; r++) {
+        for (int h = 0; h < s->n_heads; h++) {
+            size_t g = (size_t)(h / group);
+            KVLayout layout = kv->layouts ? kv->layouts[r] : (KVLayout){0};
+            HeadRows rows = {(const char *)kv->keys[r] + g * hd * esize, (const char *)kv->values[r] + g * vd * esize,
+                             kv->dtype == DTYPE_I8 ? kv->key_scales[r] + g : NULL,
+                             kv->dtype == DTYPE_I8 ? kv->value_scales[r] + g : NULL, kv->n_scales, kv->dtype};
+            attend_one(out + (size_t)r * out_stride + h * vd, q + (size_t)r * q_stride + h * hd, &rows, kv->pos[r],
+                       layout, s, scratch + (size_t)omp_get_thread_num() * max_keys);
         }
-    }
+    });
 }

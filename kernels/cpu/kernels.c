@@ -36,11 +36,10 @@ void kernels_set_threads(int n) {
 // (MATVEC_MAX_ROWS and the work a fork must carry: parallel.h.)
 
 static void matvec_rows(float *out, const float *x, const float *w, int T, int n, int d) {
-    #pragma omp parallel for schedule(static) if ((size_t)T * n * d >= PARALLEL_MIN_MACS)
-    for (int i = 0; i < d; i++) {
+    PARALLEL_FOR((double)T * n * d, schedule(static), for (int i = 0; i < d; i++) {
         const float *wi = w + (size_t)i * n;
         for (int t = 0; t < T; t++) out[(size_t)t * d + i] = dot_f32(wi, x + (size_t)t * n, n);
-    }
+    });
 }
 
 void matmul(float *out, const float *x, const float *w, int T, int n, int d) {
@@ -52,15 +51,14 @@ void matmul(float *out, const float *x, const float *w, int T, int n, int d) {
 }
 
 void rmsnorm(float *out, const float *x, const float *weight, int T, int C, float eps) {
-    #pragma omp parallel for if ((size_t)T * C >= PARALLEL_MIN_MACS)
-    for (int t = 0; t < T; t++) {
+    PARALLEL_FOR((double)T * C, schedule(static), for (int t = 0; t < T; t++) {
         const float *xt = x + (size_t)t * C;
         float *ot = out + (size_t)t * C;
         float ss = 0.0f;
         for (int i = 0; i < C; i++) ss += xt[i] * xt[i];
         float inv = 1.0f / sqrtf(ss / C + eps);
         for (int i = 0; i < C; i++) ot[i] = xt[i] * inv * weight[i];
-    }
+    });
 }
 
 // Row r of x (rows, n) in place, and its log-sum-exp into lse[r] when lse is not NULL.
@@ -73,16 +71,11 @@ static void softmax_row(float *x, int n, float *lse, int r) {
     if (lse) lse[r] = max + logf(sum);
 }
 
-// The trainer calls this once per query row inside its parallel attention, where entering an
-// OpenMP region, even one that its if clause keeps to one thread, cost about 1 us a call (8 of
-// a layer's 14.5 ms at the full target's shapes, EPYC Zen 4): small calls enter none.
+// The trainer calls this once per query row inside its parallel attention, where the
+// OpenMP region it used to enter (an if clause kept it to one thread) cost 8 of a layer's
+// 14.5 ms at the full target's shapes.
 void softmax_rows(float *x, int rows, int n, float *lse) {
-    if ((size_t)rows * n < PARALLEL_MIN_MACS) {
-        for (int r = 0; r < rows; r++) softmax_row(x, n, lse, r);
-        return;
-    }
-    #pragma omp parallel for
-    for (int r = 0; r < rows; r++) softmax_row(x, n, lse, r);
+    PARALLEL_FOR((double)rows * n, schedule(static), for (int r = 0; r < rows; r++) softmax_row(x, n, lse, r););
 }
 
 void rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *inv_freq, float mscale) {
@@ -114,20 +107,18 @@ static inline void store_lanes(float *p, vf x, int lanes) {
 
 void swiglu(float *out, const float *gate, const float *up, int T, int H) {
     size_t n = (size_t)T * H, vectors = (n + VEC_WIDTH - 1) / VEC_WIDTH;
-    #pragma omp parallel for if (n >= PARALLEL_MIN_MACS)
-    for (size_t v = 0; v < vectors; v++) {
+    PARALLEL_FOR((double)n, schedule(static), for (size_t v = 0; v < vectors; v++) {
         size_t j = v * VEC_WIDTH;
         int lanes = vector_lanes(v, n);
         vf g = load_lanes(gate + j, lanes);
         store_lanes(out + j, g * vf_sigmoid(g) * load_lanes(up + j, lanes), lanes);
-    }
+    });
 }
 
 void swiglu_backward(float *d_gate, float *d_up, const float *d_out, const float *gate, const float *up,
                      size_t n) {
     size_t vectors = (n + VEC_WIDTH - 1) / VEC_WIDTH;
-    #pragma omp parallel for if (n >= PARALLEL_MIN_MACS)
-    for (size_t v = 0; v < vectors; v++) {
+    PARALLEL_FOR((double)n, schedule(static), for (size_t v = 0; v < vectors; v++) {
         size_t j = v * VEC_WIDTH;
         int lanes = vector_lanes(v, n);
         vf g = load_lanes(gate + j, lanes), dout = load_lanes(d_out + j, lanes); // d_out may alias d_up
@@ -135,5 +126,5 @@ void swiglu_backward(float *d_gate, float *d_up, const float *d_out, const float
         // silu(g) = g s, silu'(g) = s (1 + g (1 - s))
         store_lanes(d_gate + j, dout * load_lanes(up + j, lanes) * sig * (1.0f + g * (1.0f - sig)), lanes);
         store_lanes(d_up + j, dout * g * sig, lanes);
-    }
+    });
 }

@@ -513,14 +513,14 @@ size_t matmul_typed_scratch_bytes(DType t, int R, int cols) {
 static void add_outlier_columns(float *out, const float *x, const Tensor *w, int R) {
     const TensorOutliers *o = w->outliers;
     int d = w->rows, n = w->cols;
-    #pragma omp parallel for schedule(static) if ((size_t)R * d * o->n >= PARALLEL_MIN_MACS)
-    for (int i = 0; i < d; i++)
+    PARALLEL_FOR((double)R * d * o->n, schedule(static), for (int i = 0; i < d; i++) {
         for (int r = 0; r < R; r++) {
             const float *xr = x + (size_t)r * n, *wi = o->w + (size_t)i * o->n;
             float acc = 0.0f;
             for (int k = 0; k < o->n; k++) acc += wi[k] * xr[o->cols[k]];
             out[(size_t)r * d + i] += acc;
         }
+    });
 }
 
 // Decode rows: each weight row read once and dotted with every input row, in floats or, for
@@ -534,14 +534,14 @@ static void matvec_rows(float *out, const float *x, const Tensor *w, int R, void
         size_t xb = act_q8_row_bytes(n);
         uint8_t *xq = scratch;
         for (int r = 0; r < R; r++) quantize_act_row(xq + r * xb, x + (size_t)r * n, n);
-        #pragma omp parallel for schedule(static) if ((size_t)R * n * d >= PARALLEL_MIN_MACS)
-        for (int i = 0; i < d; i++)
+        PARALLEL_FOR((double)R * n * d, schedule(static), for (int i = 0; i < d; i++) {
             for (int r = 0; r < R; r++) out[(size_t)r * d + i] = dot_row_int(w->dtype, base + i * rb, xq + r * xb, n);
+        });
         return;
     }
-    #pragma omp parallel for schedule(static) if ((size_t)R * n * d >= PARALLEL_MIN_MACS)
-    for (int i = 0; i < d; i++)
+    PARALLEL_FOR((double)R * n * d, schedule(static), for (int i = 0; i < d; i++) {
         for (int r = 0; r < R; r++) out[(size_t)r * d + i] = dot_row(w->dtype, base + i * rb, x + (size_t)r * n, n);
+    });
 }
 
 void matmul_typed(float *out, const float *x, const Tensor *w, int R, void *scratch) {
