@@ -36,9 +36,9 @@ static void dequantize_cache(float *out, const int8_t *codes, const float *scale
             }
 }
 
-static void check_int8_attention(int n_heads, int n_kv, int n_q, int pos0, int window, int n_sink) {
-    uint64_t rng = rng_seed(n_heads * 100 + n_kv * 10 + pos0 + window);
-    int hd = 16, n_keys = pos0 + n_q, kv_dim = n_kv * hd;
+static void check_int8_attention(int n_heads, int n_kv, int hd, int n_q, int pos0, int window, int n_sink) {
+    uint64_t rng = rng_seed(n_heads * 100 + n_kv * 10 + pos0 + window + hd);
+    int n_keys = pos0 + n_q, kv_dim = n_kv * hd;
     AttentionShape s = {n_heads, n_kv, hd, window, n_sink, 0.25f, .value_dim = hd};
     size_t nkv = (size_t)n_keys * kv_dim;
     float *q = mallocCheck((size_t)n_q * n_heads * hd * sizeof(float)), *k = mallocCheck(nkv * sizeof(float));
@@ -103,9 +103,11 @@ static void check_int8_attention(int n_heads, int n_kv, int n_q, int pos0, int w
 
 static void test_int8_attention_matches_reference(void **state) {
     (void)state;
-    check_int8_attention(4, 4, 5, 20, 0, 0);  // MHA, a prefill chunk
-    check_int8_attention(4, 2, 1, 37, 0, 0);  // GQA decode
-    check_int8_attention(4, 1, 6, 30, 9, 2);  // MQA, window and sinks
+    check_int8_attention(4, 4, 16, 5, 20, 0, 0); // MHA, a prefill chunk
+    check_int8_attention(4, 2, 16, 1, 37, 0, 0); // GQA decode
+    check_int8_attention(4, 1, 16, 6, 30, 9, 2); // MQA, window and sinks
+    check_int8_attention(2, 1, 40, 3, 12, 0, 0); // head dims with a ragged end in the key dot
+    check_int8_attention(2, 2, 7, 3, 12, 0, 0);
 }
 
 static void test_int8_cache_bytes(void **state) {

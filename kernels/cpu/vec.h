@@ -165,9 +165,16 @@ static inline float dot_f32_i8(const float *restrict a, const signed char *restr
         s0 = vf_madd(vf_load(a + j), __builtin_convertvector(*(const vc *)(b + j), vf), s0);
         s1 = vf_madd(vf_load(a + j + VEC_WIDTH), __builtin_convertvector(*(const vc *)(b + j + VEC_WIDTH), vf), s1);
     }
-    float sum = vf_sum(s0 + s1);
-    for (; j < n; j++) sum += a[j] * b[j];
-    return sum;
+    if (j + VEC_WIDTH <= n) {
+        s0 = vf_madd(vf_load(a + j), __builtin_convertvector(*(const vc *)(b + j), vf), s0);
+        j += VEC_WIDTH;
+    }
+    if (j < n) { // the ragged end in one vector, as dot_f32's
+        signed char codes[VEC_WIDTH] = {0};
+        for (int k = 0; j + k < n; k++) codes[k] = b[j + k];
+        s1 = vf_madd(vf_load_partial(a + j, n - j), __builtin_convertvector(*(const vc *)codes, vf), s1);
+    }
+    return vf_sum(s0 + s1);
 }
 
 #endif
