@@ -596,6 +596,15 @@ static void test_thread_governor(void **state) {
     }
     assert_int_equal(g.threads, 2);
     assert_int_equal(g.switches, 0);
+    // busy, with the slow steps in bursts (4 of every 16 steps wait a time slice): probes
+    // come at multiples of 16 steps, right after 12 fast ones, so the latest few steps at 2
+    // threads look fast; the mean since the last probe does not
+    thread_governor_init(&g, 2);
+    for (int i = 0; i < 300; i++) {
+        int t = thread_governor_next(&g);
+        thread_governor_record(&g, t == 1 ? 2.4e-3 : i % 16 < 4 ? 10e-3 : 1.9e-3);
+    }
+    assert_int_equal(g.threads, 1);
     // a probe that wins by less than the margin changes nothing
     thread_governor_init(&g, 2);
     governor_run(&g, 100, 1.05e-3, 1.1e-3);

@@ -86,7 +86,7 @@ void thread_governor_init(ThreadGovernor *g, int max_threads) {
 }
 
 int thread_governor_next(ThreadGovernor *g) {
-    if (g->probe_left == 0 && g->max_threads > 1 && g->n_recent == GOVERNOR_WINDOW && g->steps >= g->next_probe) {
+    if (g->probe_left == 0 && g->max_threads > 1 && g->current_n >= GOVERNOR_WINDOW && g->steps >= g->next_probe) {
         g->probe_left = GOVERNOR_WINDOW;
         g->probe_s = 0.0;
     }
@@ -97,22 +97,21 @@ int thread_governor_next(ThreadGovernor *g) {
 void thread_governor_record(ThreadGovernor *g, double seconds) {
     g->steps++;
     if (g->probe_left == 0) {
-        g->recent[g->steps % GOVERNOR_WINDOW] = seconds;
-        if (g->n_recent < GOVERNOR_WINDOW) g->n_recent++;
+        g->current_s += seconds;
+        g->current_n++;
         return;
     }
     g->probe_s += seconds;
     if (--g->probe_left > 0) return;
-    double current_s = 0.0;
-    for (int i = 0; i < GOVERNOR_WINDOW; i++) current_s += g->recent[i];
-    if (g->probe_s < GOVERNOR_MARGIN * current_s) { // the other count won: use it, and look again soon
-        g->threads = g->threads == 1 ? g->max_threads : 1;
-        g->n_recent = 0;
+    if (g->probe_s / GOVERNOR_WINDOW < GOVERNOR_MARGIN * g->current_s / g->current_n) {
+        g->threads = g->threads == 1 ? g->max_threads : 1; // the other count won: use it, look again soon
         g->interval = GOVERNOR_PROBE_MIN;
         g->switches++;
     } else if (g->interval < GOVERNOR_PROBE_MAX) {
         g->interval *= 2;
     }
+    g->current_s = 0.0;
+    g->current_n = 0;
     g->next_probe = g->steps + g->interval;
 }
 
