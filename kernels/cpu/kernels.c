@@ -70,9 +70,10 @@ void rmsnorm(float *out, const float *x, const float *weight, int T, int C, floa
 static void softmax_row(float *x, int n, float *lse, int r) {
     float *row = x + (size_t)r * n;
     float max, sum = vf_exp_shifted_sum(row, n, &max), inv = 1.0f / sum;
-    int j = 0;
-    for (; j + VEC_WIDTH <= n; j += VEC_WIDTH) vf_store(row + j, vf_load(row + j) * inv);
-    if (j < n) vf_store_partial(row + j, vf_load_partial(row + j, n - j) * inv, n - j);
+    for (int j = 0; j < n; j += VEC_WIDTH) {
+        int lanes = vf_lanes(j, n);
+        vf_store_lanes(row + j, vf_load_lanes(row + j, lanes) * inv, lanes);
+    }
     if (lse) lse[r] = max + logf(sum);
 }
 
@@ -96,27 +97,13 @@ void rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *inv_
     }
 }
 
-// The SwiGLU's elementwise loops walk n floats a vector at a time: vector v covers
-// [v * VEC_WIDTH, + lanes), the ragged end one masked vector.
-static inline int vector_lanes(size_t v, size_t n) {
-    size_t left = n - v * VEC_WIDTH;
-    return left < VEC_WIDTH ? (int)left : VEC_WIDTH;
-}
-static inline vf load_lanes(const float *p, int lanes) {
-    return lanes == VEC_WIDTH ? vf_load(p) : vf_load_partial(p, lanes);
-}
-static inline void store_lanes(float *p, vf x, int lanes) {
-    if (lanes == VEC_WIDTH) vf_store(p, x);
-    else vf_store_partial(p, x, lanes);
-}
-
 void swiglu(float *out, const float *gate, const float *up, int T, int H) {
     size_t n = (size_t)T * H, vectors = (n + VEC_WIDTH - 1) / VEC_WIDTH;
     PARALLEL_FOR((double)n, schedule(static), for (size_t v = 0; v < vectors; v++) {
         size_t j = v * VEC_WIDTH;
-        int lanes = vector_lanes(v, n);
-        vf g = load_lanes(gate + j, lanes);
-        store_lanes(out + j, g * vf_sigmoid(g) * load_lanes(up + j, lanes), lanes);
+        int lanes = vf_lanes(j, n);
+        vf g = vf_load_lanes(gate + j, lanes);
+        vf_store_lanes(out + j, g * vf_sigmoid(g) * vf_load_lanes(up + j, lanes), lanes);
     });
 }
 
@@ -125,11 +112,12 @@ void swiglu_backward(float *d_gate, float *d_up, const float *d_out, const float
     size_t vectors = (n + VEC_WIDTH - 1) / VEC_WIDTH;
     PARALLEL_FOR((double)n, schedule(static), for (size_t v = 0; v < vectors; v++) {
         size_t j = v * VEC_WIDTH;
-        int lanes = vector_lanes(v, n);
-        vf g = load_lanes(gate + j, lanes), dout = load_lanes(d_out + j, lanes); // d_out may alias d_up
+        int lanes = vf_lanes(j, n);
+        vf g = vf_load_lanes(gate + j, lanes), dout = vf_load_lanes(d_out + j, lanes); // d_out may alias d_up
         vf sig = vf_sigmoid(g);
         // silu(g) = g s, silu'(g) = s (1 + g (1 - s))
-        store_lanes(d_gate + j, dout * load_lanes(up + j, lanes) * sig * (1.0f + g * (1.0f - sig)), lanes);
-        store_lanes(d_up + j, dout * g * sig, lanes);
+        vf d_silu = sig * (1.0f + g * (1.0f - sig));
+        vf_store_lanes(d_gate + j, dout * vf_load_lanes(up + j, lanes) * d_silu, lanes);
+        vf_store_lanes(d_up + j, dout * g * sig, lanes);
     });
 }

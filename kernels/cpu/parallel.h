@@ -21,7 +21,8 @@ static inline int parallel_worth(double macs) {
 // PARALLEL_FOR(macs, clauses, for (...) ...) runs the loop as `omp parallel for clauses` when
 // parallel_worth(macs), else as plain code outside any OpenMP region. Entering a region costs
 // about 0.4 us even when an if clause keeps it to one thread (0.6 us nested; gcc 12's libgomp
-// on the EPYC Zen 4), and a decode step of the lab's target enters ~46 of them in 0.16 ms.
+// on the EPYC Zen 4), and a decode step of the lab's 4-layer target entered ~46 of them in
+// 0.16 ms (its f32 matvecs keep theirs: kernels.c says why).
 #define PARALLEL_PRAGMA(x) _Pragma(#x)
 #define PARALLEL_FOR(macs, clauses, ...)                                                           \
     do {                                                                                         \

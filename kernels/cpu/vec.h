@@ -11,6 +11,7 @@
 #define INFERLAB_KERNELS_CPU_VEC_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -50,6 +51,16 @@ static inline void vf_store_partial(float *p, vf x, int n) {
 #else
     for (int k = 0; k < n; k++) p[k] = x[k];
 #endif
+}
+// A loop over n floats a vector at a time takes vf_lanes(j, n) lanes at offset j: VEC_WIDTH,
+// or fewer at the ragged end, which the _lanes load and store mask.
+static inline int vf_lanes(size_t j, size_t n) { return n - j < VEC_WIDTH ? (int)(n - j) : VEC_WIDTH; }
+static inline vf vf_load_lanes(const float *p, int lanes) {
+    return lanes == VEC_WIDTH ? vf_load(p) : vf_load_partial(p, lanes);
+}
+static inline void vf_store_lanes(float *p, vf x, int lanes) {
+    if (lanes == VEC_WIDTH) vf_store(p, x);
+    else vf_store_partial(p, x, lanes);
 }
 static inline vf vf_splat(float x) { return x - (vf){0}; } // x - 0 is x for every x, x + 0 is not (-0)
 
@@ -165,10 +176,8 @@ static inline float dot_f32_i8(const float *restrict a, const signed char *restr
         s0 = vf_madd(vf_load(a + j), __builtin_convertvector(*(const vc *)(b + j), vf), s0);
         s1 = vf_madd(vf_load(a + j + VEC_WIDTH), __builtin_convertvector(*(const vc *)(b + j + VEC_WIDTH), vf), s1);
     }
-    if (j + VEC_WIDTH <= n) {
+    for (; j + VEC_WIDTH <= n; j += VEC_WIDTH)
         s0 = vf_madd(vf_load(a + j), __builtin_convertvector(*(const vc *)(b + j), vf), s0);
-        j += VEC_WIDTH;
-    }
     if (j < n) { // the ragged end in one vector, as dot_f32's
         signed char codes[VEC_WIDTH] = {0};
         for (int k = 0; j + k < n; k++) codes[k] = b[j + k];
