@@ -119,7 +119,7 @@ PROGRAMS := $(patsubst %,$(BIN)/%,$(EXPERIMENTS) $(TOOLS)) $(patsubst experiment
 # than the machine's (kernels/cpu/vec.h's VEC_BITS): 256-bit and scalar, so the fallbacks
 # stay tested on an AVX-512 machine.
 VEC_FALLBACK_BITS := 256 32
-VEC_TESTS         := test_attention_full test_kernels
+VEC_TESTS         := test_attention_full test_kernels test_quant
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC)) \
             $(foreach b,$(VEC_FALLBACK_BITS),$(patsubst %,$(BUILD)/tests/%_vec$(b),$(VEC_TESTS)))
 # Link order is layer order, top first: each library uses only those after it (the

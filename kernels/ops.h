@@ -158,9 +158,9 @@ typedef struct Ops {
     void (*free)(void *p);        // NULL is allowed
     void (*upload)(void *dst, const void *src_host, size_t bytes);
     void (*download)(void *dst_host, const void *src, size_t bytes);
-    // Bytes of backend memory allocated now, as the backend's allocator counts them (the C
-    // heap's in-use bytes on the CPU, the tracking allocator's on CUDA): memory experiments
-    // measure an allocation as the difference across it.
+    // Bytes of backend memory allocated now, as the backend counts its own allocations (on the
+    // CPU each block at the size malloc reserved for it, on CUDA the bytes requested): memory
+    // experiments measure an allocation as the difference across it.
     size_t (*allocated_bytes)(void);
     // dst[i] = (dst_t) src[i] for n elements of backend memory, rounding to nearest even.
     void (*convert)(void *dst, DType dst_t, const void *src, DType src_t, size_t n);

@@ -7,6 +7,8 @@
 # the first out/*/ that has a meta.csv). Each target keeps its corpus in BUILD_DIR/corpus/NAME
 # between runs; what it finds goes to BUILD_DIR/artifacts/NAME/ (crash-*, leak-*, timeout-*).
 # Runs under nice -n 19, one target at a time; FUZZ_RUNS=N stops a target after N executions.
+# Exits 1 when a target found something in this run (a crash, leak or timeout input it wrote)
+# or ran no input, so a short run serves CI as a smoke test of every target.
 set -eu
 build=$1 seconds=$2 make_seeds=$3
 shift 3
@@ -30,9 +32,11 @@ add query templates/sections/*.tmpl tests/fixtures/render/templates/*.tmpl
 add bpe README.md ARCHITECTURE.md templates/sections/*.tmpl
 
 printf '%-20s %12s %8s %8s %s\n' target executions cov ft findings
+new_findings=""
 for name in "$@"; do
     corpus=$build/corpus/$name artifacts=$build/artifacts/$name log=$build/logs/$name.log
     mkdir -p "$corpus" "$artifacts" "$build/logs"
+    found_before=$(ls "$artifacts" | wc -l)
     # Input sizes, so that an execution stays short: binary files 32 kB (the tiny seeds whole,
     # the 300 kB real models cut, their metadata first), text 4 kB, BPE text 1 kB (chunks are
     # at most 64 bytes: longer inputs only repeat them). The parsers' own messages (stdout and
@@ -47,4 +51,10 @@ for name in "$@"; do
     found=$(ls "$artifacts" | wc -l)
     printf '%-20s %12s %8s %8s %s\n' "$name" "${execs:-?}" "${cov:-?}" "${ft:-?}" \
         "$([ "$found" -eq 0 ] && echo none || echo "$found in $artifacts (log: $log)")"
+    # a target that ran no input at all (it died at start) fails as well
+    if [ "$found" -gt "$found_before" ] || [ -z "$execs" ]; then new_findings="$new_findings $name"; fi
 done
+if [ -n "$new_findings" ]; then
+    echo "fuzz: findings (or no run) from:$new_findings; see $build/logs/" >&2
+    exit 1
+fi

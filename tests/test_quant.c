@@ -10,7 +10,11 @@
 //     within d / 2 of x (codes in [-127, 127]); dot_row_int agrees with the double dot of the
 //     same codes within 2e-5 * sum |w_i x^_i|, and with the float dot of x within the rounding
 //     bound of quant.h, sum_k d_k / 2 * sum_{j in k} |w_j| (+ 2e-5 * sum |w_i x_i|);
-//   - outlier columns (LLM.int8()): matmul_typed adds them exactly to the quantised part.
+//   - outlier columns (LLM.int8()): matmul_typed adds them exactly to the quantised part;
+//   - no kernel reads past its row: at every length 1..300 a type can hold, with NaN bytes after
+//     every buffer, each kernel (dequantise, float dot, integer dot, matmul's decode rows and
+//     tiled path) still agrees with the reference. make test also runs this file on the kernels
+//     built at narrower vectors (test_quant_vec256, test_quant_vec32).
 // Run: make build/tests/test_quant && build/tests/test_quant
 #include <setjmp.h>
 #include <stdarg.h>
@@ -358,6 +362,83 @@ static void test_matmul_typed_rows_match_single_rows(void **state) {
     }
 }
 
+// ---- reads past the end --------------------------------------------------------------------
+// Every buffer a kernel is given ends in POISON_BYTES of 0xFF, a NaN wherever a float is read
+// from them, so a kernel that reads past its row (a ragged end or an empty last block handled
+// wrongly) returns NaN or a wrong value in the plain build, not only under AddressSanitizer.
+#define POISON_BYTES 64
+
+static void *poisoned(size_t bytes) {
+    uint8_t *p = mallocCheck(bytes + POISON_BYTES);
+    memset(p + bytes, 0xFF, POISON_BYTES);
+    return p;
+}
+
+static float *poisoned_floats(const float *x, size_t n) {
+    float *p = poisoned(n * sizeof(float));
+    memcpy(p, x, n * sizeof(float));
+    return p;
+}
+
+// One weight type at row length n: dequantize_row, dot_row, the integer dot where the type
+// has one, and matmul_typed's decode rows (float and integer dot) and tiled prefill path.
+static void check_row_reads(DType t, int n, uint64_t *rng) {
+    enum { D = 2, R_DECODE = 3, R_PREFILL = 17 }; // decode rows are R <= 16 (quant.h)
+    size_t rb = dtype_row_bytes(t, n);
+    float *w = random_floats((size_t)D * n, 1.0f, rng), *xs = random_floats((size_t)R_PREFILL * n, 1.0f, rng);
+    uint8_t *q = poisoned(D * rb), *xq = poisoned(act_q8_row_bytes(n));
+    float *x = poisoned_floats(xs, n), *y = poisoned(n * sizeof(float));
+    quantize_matrix(t, q, w, D, n);
+    // the last row of the matrix, so that its end is the buffer's
+    const uint8_t *row = q + rb;
+    dequantize_row(t, y, row, n);
+    for (int i = 0; i < n; i++) // the bound of test_dequantize_matches_reference
+        if (!(fabsf(y[i] - ref_dequantize_weight(t, row, n, i)) <= 2.4e-7f * 16.0f))
+            fail_msg("dequantize_row %s n=%d weight %d: %.9g", dtype_name(t), n, i, y[i]);
+    assert_dot_close("dot_row (poisoned ends)", t, dot_row(t, row, x, n), ref_dot_row(t, row, x, n), abs_dot(t, row, x, n));
+    if (dtype_has_int_dot(t)) {
+        quantize_act_row(xq, x, n);
+        assert_dot_close("dot_row_int (poisoned ends)", t, dot_row_int(t, row, xq, n), ref_dot_row_act_q8(t, row, xq, n),
+                         abs_dot_act(t, row, xq, n));
+    }
+    const int rows[] = {R_DECODE, R_PREFILL};
+    for (int k = 0; k < 2; k++) {
+        int R = rows[k];
+        float *xr = poisoned_floats(xs, (size_t)R * n), *out = mallocCheck((size_t)R * D * sizeof(float));
+        size_t sb = matmul_typed_scratch_bytes(t, R, n);
+        void *scratch = poisoned(sb);
+        Tensor tw = {t, q, D, n, NULL};
+        for (int int_dot = 0; int_dot <= dtype_has_int_dot(t); int_dot++) {
+            int was = quant_int_dot_enable(int_dot);
+            matmul_typed(out, xr, &tw, R, scratch);
+            quant_int_dot_enable(was);
+            for (int r = 0; r < R; r++)
+                for (int i = 0; i < D; i++) {
+                    const uint8_t *wi = q + i * rb;
+                    const float *x_r = xr + (size_t)r * n;
+                    double want = ref_dot_row(t, wi, x_r, n), scale = abs_dot(t, wi, x_r, n);
+                    if (int_dot && R <= 16) { // against the same act-q8 codes
+                        quantize_act_row(xq, x_r, n);
+                        want = ref_dot_row_act_q8(t, wi, xq, n), scale = abs_dot_act(t, wi, xq, n);
+                    }
+                    assert_dot_close(int_dot ? "matmul (integer dot, poisoned ends)" : "matmul (poisoned ends)", t,
+                                     out[(size_t)r * D + i], want, scale);
+                }
+        }
+        free(xr), free(out), free(scratch);
+    }
+    free(w), free(xs), free(q), free(xq), free(x), free(y);
+}
+
+static void test_kernels_read_only_their_rows(void **state) {
+    (void)state;
+    uint64_t rng = rng_seed(24);
+    const DType types[] = {DTYPE_F32, DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_I8, DTYPE_I4_G32, DTYPE_I4_G64, DTYPE_I4_G128};
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
+        for (int n = 1; n <= 300; n++)
+            if (dtype_holds_row(types[k], n)) check_row_reads(types[k], n, &rng);
+}
+
 // The CPU's embedding op reads quantised tables by dequantising the token's row.
 static void test_embedding_dequantizes_rows(void **state) {
     (void)state;
@@ -390,6 +471,7 @@ int main(void) {
         cmocka_unit_test(test_act_q8_round_trip),
         cmocka_unit_test(test_int_dot_matches_reference),
         cmocka_unit_test(test_matmul_adds_outlier_columns),
+        cmocka_unit_test(test_kernels_read_only_their_rows),
     };
     return cmocka_run_group_tests_name("quant", tests, NULL, NULL);
 }

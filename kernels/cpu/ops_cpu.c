@@ -23,14 +23,25 @@ int dtype_from_name(const char *name) {
     return -1;
 }
 
-static void *cpu_alloc(size_t bytes) { return mallocCheck(bytes); }
-static void cpu_free(void *p) { free(p); }
+// Backend memory is counted by the backend, block by block, at the size the C allocator
+// reserved for it (malloc_usable_size: the request rounded up to the allocator's chunk). The
+// heap's own statistics (mallinfo2) cannot serve: under AddressSanitizer every block comes
+// from the sanitizer's allocator, which glibc's statistics never see.
+static size_t cpu_bytes_in_use;
+
+static void *cpu_alloc(size_t bytes) {
+    void *p = mallocCheck(bytes);
+    __atomic_add_fetch(&cpu_bytes_in_use, malloc_usable_size(p), __ATOMIC_RELAXED);
+    return p;
+}
+static void cpu_free(void *p) {
+    if (!p) return;
+    __atomic_sub_fetch(&cpu_bytes_in_use, malloc_usable_size(p), __ATOMIC_RELAXED);
+    free(p);
+}
 static void cpu_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 
-static size_t cpu_allocated_bytes(void) {
-    struct mallinfo2 m = mallinfo2();
-    return m.uordblks + m.hblkhd; // in-use bytes of the arena, plus large blocks (mmap)
-}
+static size_t cpu_allocated_bytes(void) { return __atomic_load_n(&cpu_bytes_in_use, __ATOMIC_RELAXED); }
 
 static void cpu_convert(void *dst, DType dst_t, const void *src, DType src_t, size_t n) {
     if (dst_t != DTYPE_F32 || src_t != DTYPE_F32)

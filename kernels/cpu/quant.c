@@ -230,13 +230,15 @@ void dequantize_matrix(DType t, float *dst, const void *src, int rows, int cols)
 }
 
 // ---- SIMD: 16 weights at a time -------------------------------------------------------------
+// The width follows vec.h's VEC_BITS (512: AVX-512, 256: AVX2 + FMA, 32: scalar), so the
+// narrower builds of make test run the narrower paths on a wider machine.
 // Every kernel below is written once over four primitives: 16 int8 codes (loaded, or the low or
 // high nibbles of 16 bytes minus a bias), and 16-lane vectors with p += codes * x, s += x (the
 // sums of a block) and acc += p * d (a block's sum scaled into the row's total). A block's
 // products chain only within the block; the accumulator takes one FMA per block, so the loads
 // and conversions of consecutive blocks overlap. Each target implements the primitives.
 
-#if defined(__AVX512F__)
+#if VEC_BITS == 512
 #define SIMD_NAME "avx512"
 typedef __m128i Codes;
 typedef __m512 Vec;
@@ -247,7 +249,7 @@ static inline Vec vec_dot16(Vec p, Codes c, const float *x) {
 }
 static inline Vec vec_add16(Vec s, const float *x) { return _mm512_add_ps(s, _mm512_loadu_ps(x)); }
 static inline Vec vec_scale_add(Vec acc, Vec p, float d) { return _mm512_fmadd_ps(p, _mm512_set1_ps(d), acc); }
-#elif defined(__AVX2__) && defined(__FMA__)
+#elif VEC_BITS == 256 && defined(__AVX2__) && defined(__FMA__)
 #define SIMD_NAME "avx2"
 typedef __m128i Codes;
 typedef struct { __m256 lo, hi; } Vec;
@@ -295,7 +297,7 @@ static inline Vec vec_scale_add(Vec acc, Vec p, float d) {
 }
 #endif
 
-#if defined(__AVX2__) && defined(__FMA__) || defined(__AVX512F__)
+#if VEC_BITS == 512 || (VEC_BITS == 256 && defined(__AVX2__) && defined(__FMA__))
 static inline Codes codes_i8(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)p); }
 static inline Codes codes_nibbles(const uint8_t *p, int high, int bias) {
     __m128i b = _mm_loadu_si128((const __m128i *)p);
@@ -417,8 +419,8 @@ static inline float act_scale(const uint8_t *b) {
 }
 
 // IAcc: a row's running sum; iacc_block adds d * sum_j w[j] x[j] over one block of 32 codes.
-#if defined(__AVX2__) && defined(__FMA__)
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#if VEC_BITS >= 256 && defined(__AVX2__) && defined(__FMA__)
+#if VEC_BITS == 512 && defined(__AVX512VNNI__) && defined(__AVX512VL__)
 #define INT_DOT_NAME "avx512-vnni"
 static inline __m256i dot_u8s8(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
 #elif defined(__AVXVNNI__)
@@ -484,9 +486,13 @@ static float int_dot_int8(const uint8_t *b, const uint8_t *xq, int n) {
     int k = 0;
     for (; (k + 1) * ACT_BLOCK <= n; k++, xq += ACT_BLOCK_BYTES)
         acc = iacc_block(acc, q + k * ACT_BLOCK, xq + 4, act_scale(xq));
-    int32_t tail = 0; // a row's last, shorter block (its activation codes are zero-padded)
-    for (int j = k * ACT_BLOCK; j < n; j++) tail += (int8_t)q[j] * (int8_t)xq[4 + j - k * ACT_BLOCK];
-    return s * (iacc_sum(acc) + act_scale(xq) * (float)tail);
+    float sum = iacc_sum(acc);
+    if (k * ACT_BLOCK < n) { // a row's last, shorter block (its activation codes are zero-padded)
+        int32_t tail = 0;
+        for (int j = k * ACT_BLOCK; j < n; j++) tail += (int8_t)q[j] * (int8_t)xq[4 + j - k * ACT_BLOCK];
+        sum += act_scale(xq) * (float)tail;
+    }
+    return s * sum;
 }
 
 float dot_row_int(DType t, const void *row, const void *xq, int n) {
