@@ -60,7 +60,7 @@ RENDER_LIBS   := $(shell pkg-config --libs cairo 2>/dev/null) -lhpdf
 
 # --- sources ---------------------------------------------------------------------------
 BASE_SRC   := $(wildcard kernels/base/*.c)
-KERNEL_SRC := $(wildcard kernels/cpu/*.c)
+KERNEL_SRC := $(wildcard kernels/*.c kernels/cpu/*.c)
 ENGINE_SRC := $(wildcard experiments/engine/*.c)
 RENDER_SRC := $(filter-out render/main.c,$(wildcard render/*.c))
 PROG_SRC   := $(wildcard experiments/*.c)

@@ -18,18 +18,8 @@
 
 #include <stddef.h>
 
-// Element types of weight tensors. Activations and norms are fp32, KV caches fp32 or int8. The quantised
-// types (q8_0 ... int4-g128) are blocks of weights with their scales: kernels/quant.h gives
-// their layouts, row sizes and kernels.
-typedef enum {
-    DTYPE_F32 = 0, DTYPE_F16, DTYPE_BF16,
-    DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_I8, DTYPE_I4_G32, DTYPE_I4_G64, DTYPE_I4_G128,
-    DTYPE_COUNT
-} DType;
+#include "dtype.h" // DType: the element types of weight tensors, as a traits table
 
-size_t dtype_size(DType t);            // bytes of one value of a plain type; 0 for quantised types
-const char *dtype_name(DType t);       // "fp32", "fp16", "bf16", "q8_0", "q4_0", "int8", "int4-g32", ...
-int dtype_from_name(const char *name); // -1 on an unknown name
 
 // LLM.int8()'s decomposition of a quantised matrix: n of its input columns kept in fp32 (their
 // codes in the quantised rows are zero), cols (n) increasing, w (rows, n) their weights. Host

@@ -34,15 +34,6 @@
 float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);
 
-int dtype_is_quantized(DType t);
-// Weights per block of a row of cols (plain types: 1; int8: the whole row).
-int dtype_block_elems(DType t, int cols);
-// Can a row of cols be stored in t? (q8_0 / q4_0: whole blocks; int4-gG: even length.)
-int dtype_holds_row(DType t, int cols);
-size_t dtype_row_bytes(DType t, int cols);
-// Bits per weight of a (rows, cols) matrix in t, scales included.
-double dtype_bits_per_weight(DType t, int cols);
-
 // One row of n weights: src fp32 -> dst in t (round to nearest, ggml's rules for its types),
 // and back. Plain types: fp32 / fp16 / bf16 conversion.
 void quantize_row(DType t, void *dst, const float *src, int n);

@@ -1285,7 +1285,7 @@ static char *our_listing(const char *path) {
     for (size_t i = 0; i < g.n_tensors; i++) {
         const GGUFTensor *t = &g.tensors[i];
         const char *type = t->type == GGML_TYPE_F32 ? "F32" : t->type == GGML_TYPE_F16 ? "F16"
-                         : t->type == GGML_TYPE_Q8_0 ? "Q8_0" : t->type == GGML_TYPE_Q4_0 ? "Q4_0" : "?";
+                         : (int)t->type == dtype_ggml_type(DTYPE_Q8_0) ? "Q8_0" : (int)t->type == dtype_ggml_type(DTYPE_Q4_0) ? "Q4_0" : "?";
         snprintf(num, sizeof num, "tensor %s %s ", t->name, type);
         put_text(&b, num);
         for (int d = 0; d < t->n_dims; d++) {

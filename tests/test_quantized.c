@@ -163,7 +163,7 @@ static void test_gguf_reload_is_identical(void **state) {
         if (gguf_open(&g, path, &err)) fail_msg("%s", err.msg);
         const GGUFTensor *w2 = gguf_find_tensor(&g, "blk.0.ffn_down.weight");
         int holds = dtype_holds_row(TYPES[k], m.config.hidden_dim);
-        assert_int_equal(w2->type, holds ? dtype_ggml_type(TYPES[k]) : GGML_TYPE_F32);
+        assert_int_equal(w2->type, holds ? dtype_ggml_type(TYPES[k]) : (int)GGML_TYPE_F32);
         gguf_close(&g);
         unlink(path);
         model_free(&m);
@@ -344,7 +344,7 @@ static void test_reference_reader_reads_q8_0_and_q4_0(void **state) {
         size_t len = 0;
         for (size_t i = 0; i < g.n_tensors; i++) {
             const GGUFTensor *t = &g.tensors[i];
-            const char *type = t->type == GGML_TYPE_F32 ? "F32" : t->type == GGML_TYPE_Q8_0 ? "Q8_0" : "Q4_0";
+            const char *type = t->type == GGML_TYPE_F32 ? "F32" : (int)t->type == dtype_ggml_type(DTYPE_Q8_0) ? "Q8_0" : "Q4_0";
             len += snprintf(want + len, sizeof want - len, "%s %s %llu", t->name, type, (unsigned long long)t->dims[0]);
             for (int d = 1; d < t->n_dims; d++) len += snprintf(want + len, sizeof want - len, ",%llu", (unsigned long long)t->dims[d]);
             len += snprintf(want + len, sizeof want - len, "\n");

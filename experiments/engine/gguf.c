@@ -38,24 +38,10 @@ static const char *ggml_type_name(uint32_t type) {
     return type < sizeof names / sizeof names[0] ? names[type] : "unknown";
 }
 
-// The tensor types we read and write, beside the weight type of each.
-static const struct { GGMLType ggml; DType dtype; } TYPES[] = {
-    {GGML_TYPE_F32, DTYPE_F32},   {GGML_TYPE_F16, DTYPE_F16},          {GGML_TYPE_Q4_0, DTYPE_Q4_0},
-    {GGML_TYPE_Q8_0, DTYPE_Q8_0}, {GGML_TYPE_INFERLAB_I8, DTYPE_I8},   {GGML_TYPE_INFERLAB_I4_G32, DTYPE_I4_G32},
-    {GGML_TYPE_INFERLAB_I4_G64, DTYPE_I4_G64}, {GGML_TYPE_INFERLAB_I4_G128, DTYPE_I4_G128}};
-#define N_TYPES (sizeof TYPES / sizeof TYPES[0])
+// The tensor types we read and write are the weight types' GGUF ids (kernels/dtype.h).
+int ggml_type_dtype(GGMLType t) { return dtype_from_gguf_type((int)t); }
 
-int ggml_type_dtype(GGMLType t) {
-    for (size_t i = 0; i < N_TYPES; i++)
-        if (TYPES[i].ggml == t) return TYPES[i].dtype;
-    return -1;
-}
-
-int dtype_ggml_type(DType t) {
-    for (size_t i = 0; i < N_TYPES; i++)
-        if (TYPES[i].dtype == t) return TYPES[i].ggml;
-    return -1;
-}
+int dtype_ggml_type(DType t) { return dtype_traits(t)->gguf_type; }
 
 // Bytes of a tensor of n elements in rows of cols (F32 / F16: per element; quantised: whole
 // rows, of at most INT_MAX weights, as the reader checks).

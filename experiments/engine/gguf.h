@@ -89,19 +89,13 @@ typedef enum {
     GGUF_TYPE_COUNT
 } GGUFType;
 
-// Tensor element types we read and write: ggml's numbering for F32, F16, Q4_0 and Q8_0 (byte for
-// byte ggml's blocks), and ids of our own, far above ggml's, for the formats ggml has no type
-// for (int8 per output channel, int4 group-wise; layouts in kernels/quant.h): llama.cpp rejects
-// those files. Other types are rejected by name.
+// Tensor element types: ggml's numbering. The container writes F32 and F16 tensors from floats;
+// every weight type's id (ggml's for its own block formats, ours far above ggml's for int8 /
+// int4-gG, which llama.cpp rejects) is in the weight types' traits table (kernels/dtype.h),
+// and the functions below map between the two. Other types are rejected by name.
 typedef enum {
     GGML_TYPE_F32 = 0,
     GGML_TYPE_F16 = 1,
-    GGML_TYPE_Q4_0 = 2,
-    GGML_TYPE_Q8_0 = 8,
-    GGML_TYPE_INFERLAB_I8 = 1024,
-    GGML_TYPE_INFERLAB_I4_G32 = 1025,
-    GGML_TYPE_INFERLAB_I4_G64 = 1026,
-    GGML_TYPE_INFERLAB_I4_G128 = 1027,
 } GGMLType;
 
 // The weight type of a tensor type (DTYPE_F32 for F32 ...), and back; -1 when it has none.

@@ -10,19 +10,6 @@
 #include "kernels.h"
 #include "quant.h"
 
-size_t dtype_size(DType t) { return t == DTYPE_F32 ? 4 : t == DTYPE_F16 || t == DTYPE_BF16 ? 2 : 0; }
-
-static const char *DTYPE_NAMES[] = {"fp32", "fp16", "bf16", "q8_0", "q4_0", "int8", "int4-g32", "int4-g64", "int4-g128"};
-#define N_DTYPES (int)(sizeof DTYPE_NAMES / sizeof DTYPE_NAMES[0])
-
-const char *dtype_name(DType t) { return (int)t >= 0 && (int)t < N_DTYPES ? DTYPE_NAMES[t] : "?"; }
-
-int dtype_from_name(const char *name) {
-    for (int i = 0; i < N_DTYPES; i++)
-        if (strcmp(name, DTYPE_NAMES[i]) == 0) return i;
-    return -1;
-}
-
 // Backend memory is counted by the backend, block by block, at the size the C allocator
 // reserved for it (malloc_usable_size: the request rounded up to the allocator's chunk). The
 // heap's own statistics (mallinfo2) cannot serve: under AddressSanitizer every block comes

@@ -68,51 +68,15 @@ static inline void put_half(uint8_t *p, float f) {
 }
 
 // ---- the formats --------------------------------------------------------------------------
-
-// Weights per group of the int4-gG types (0 for the others).
-static int int4_group(DType t) {
-    return t == DTYPE_I4_G32 ? 32 : t == DTYPE_I4_G64 ? 64 : t == DTYPE_I4_G128 ? 128 : 0;
-}
-
-int dtype_is_quantized(DType t) { return t >= DTYPE_Q8_0 && t < DTYPE_COUNT; }
-
-int dtype_block_elems(DType t, int cols) {
-    if (t == DTYPE_Q8_0 || t == DTYPE_Q4_0) return 32;
-    if (t == DTYPE_I8) return cols;
-    return int4_group(t) ? int4_group(t) : 1;
-}
-
-// Bytes of a block holding n weights (n = the block's length, shorter for a row's last int4 group).
-static size_t block_bytes(DType t, int n) {
-    switch (t) {
-    case DTYPE_Q8_0: return 2 + 32;
-    case DTYPE_Q4_0: return 2 + 16;
-    case DTYPE_I8: return sizeof(float) + (size_t)n;
-    case DTYPE_I4_G32: case DTYPE_I4_G64: case DTYPE_I4_G128: return 4 + (size_t)n / 2;
-    default: return (size_t)n * dtype_size(t);
-    }
-}
-
-int dtype_holds_row(DType t, int cols) {
-    if (cols <= 0) return 0;
-    if (t == DTYPE_Q8_0 || t == DTYPE_Q4_0) return cols % 32 == 0;
-    if (int4_group(t)) return cols % 2 == 0;
-    return t == DTYPE_F32 || t == DTYPE_F16 || t == DTYPE_BF16 || t == DTYPE_I8;
-}
-
-size_t dtype_row_bytes(DType t, int cols) {
-    int B = dtype_block_elems(t, cols), full = cols / B, tail = cols % B;
-    return (size_t)full * block_bytes(t, B) + (tail ? block_bytes(t, tail) : 0);
-}
-
-double dtype_bits_per_weight(DType t, int cols) { return 8.0 * dtype_row_bytes(t, cols) / cols; }
+// Sizes come from the traits table (kernels/dtype.c); this file holds the CPU's kernels.
 
 // Block k of a row and its length.
 static inline int block_len(int B, int n, int k) { return n - k * B < B ? n - k * B : B; }
 
 // ---- quantisation: ggml's round-to-nearest rules (quantize_row_q8_0 / q4_0 / q4_1) ----------
 
-static void quantize_q8_0(uint8_t *b, const float *x) {
+static void quantize_q8_0(uint8_t *b, const float *x, int len) {
+    (void)len; // always a whole block
     float amax = 0.0f;
     for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
     float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
@@ -120,7 +84,8 @@ static void quantize_q8_0(uint8_t *b, const float *x) {
     for (int j = 0; j < 32; j++) b[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
 }
 
-static void quantize_q4_0(uint8_t *b, const float *x) {
+static void quantize_q4_0(uint8_t *b, const float *x, int len) {
+    (void)len; // always a whole block
     float amax = 0.0f, max = 0.0f; // max: the signed value of largest magnitude
     for (int j = 0; j < 32; j++)
         if (fabsf(x[j]) > amax) amax = fabsf(x[j]), max = x[j];
@@ -153,64 +118,88 @@ static void quantize_int4_group(uint8_t *b, const float *x, int n) {
     }
 }
 
+static void copy_f32_in(uint8_t *b, const float *x, int n) { memcpy(b, x, (size_t)n * sizeof(float)); }
+
+// ---- dequantisation: one block to fp32 --------------------------------------------------------
+
+static void dequantize_q8_0(float *y, const uint8_t *b, int len) {
+    (void)len; // always a whole block
+    float d = half_at(b);
+    for (int j = 0; j < 32; j++) y[j] = (int8_t)b[2 + j] * d;
+}
+
+static void dequantize_q4_0(float *y, const uint8_t *b, int len) {
+    (void)len; // always a whole block
+    float d = half_at(b);
+    for (int j = 0; j < 16; j++) {
+        y[j] = ((b[2 + j] & 0x0F) - 8) * d;
+        y[j + 16] = ((b[2 + j] >> 4) - 8) * d;
+    }
+}
+
+static void dequantize_int8_row(float *y, const uint8_t *b, int n) {
+    float s;
+    memcpy(&s, b, sizeof s);
+    for (int j = 0; j < n; j++) y[j] = (int8_t)b[4 + j] * s;
+}
+
+static void dequantize_int4_group(float *y, const uint8_t *b, int n) {
+    float d = half_at(b), m = half_at(b + 2);
+    int half = n / 2;
+    for (int j = 0; j < half; j++) {
+        y[j] = (b[4 + j] & 0x0F) * d + m;
+        y[j + half] = (b[4 + j] >> 4) * d + m;
+    }
+}
+
+static void copy_f32_out(float *y, const uint8_t *b, int n) { memcpy(y, b, (size_t)n * sizeof(float)); }
+
+// ---- the CPU's kernels per type ---------------------------------------------------------------
+// The CPU backend's dispatch: for each weight type it runs, a block's quantisation and
+// dequantisation, the row dot with fp32 x (decode) and, where one exists, the row dot with an
+// act-q8 row (the integer dot). The layouts themselves are the traits table's (dtype.h).
+
+typedef struct {
+    void (*quantize_block)(uint8_t *b, const float *x, int len);
+    void (*dequantize_block)(float *y, const uint8_t *b, int len);
+    float (*dot)(DType t, const uint8_t *row, const float *x, int n);
+    float (*int_dot)(const uint8_t *row, const uint8_t *xq, int n); // NULL: no integer dot
+} CpuType;
+
+static const CpuType *cpu_type(DType t); // the table, after the kernels it names
+
 static void check_row(const char *what, DType t, int n) {
     if (!dtype_holds_row(t, n)) die("%s: a row of %d weights cannot be stored as %s", what, n, dtype_name(t));
 }
 
+// The CPU's kernels for t, or death naming the caller when it has none.
+static const CpuType *cpu_kernels(const char *what, DType t) {
+    const CpuType *k = cpu_type(t);
+    if (!k->dot) die("%s: %s weights are not supported on the CPU", what, dtype_name(t));
+    return k;
+}
+
 void quantize_row(DType t, void *dst, const float *src, int n) {
     check_row("quantize_row", t, n);
+    const CpuType *kt = cpu_kernels("quantize_row", t);
     uint8_t *b = dst;
     int B = dtype_block_elems(t, n);
-    if (t == DTYPE_F32) {
-        memcpy(dst, src, (size_t)n * sizeof(float));
-        return;
-    }
-    if (!dtype_is_quantized(t)) die("quantize_row: %s is not supported on the CPU", dtype_name(t));
     for (int k = 0; k * B < n; k++) {
         int len = block_len(B, n, k);
-        const float *x = src + (size_t)k * B;
-        if (t == DTYPE_Q8_0) quantize_q8_0(b, x);
-        else if (t == DTYPE_Q4_0) quantize_q4_0(b, x);
-        else if (t == DTYPE_I8) quantize_int8_row(b, x, len);
-        else quantize_int4_group(b, x, len);
-        b += block_bytes(t, len);
+        kt->quantize_block(b, src + (size_t)k * B, len);
+        b += dtype_block_bytes(t, len);
     }
 }
 
 void dequantize_row(DType t, float *dst, const void *src, int n) {
     check_row("dequantize_row", t, n);
+    const CpuType *kt = cpu_kernels("dequantize_row", t);
     const uint8_t *b = src;
     int B = dtype_block_elems(t, n);
-    if (t == DTYPE_F32) {
-        memcpy(dst, src, (size_t)n * sizeof(float));
-        return;
-    }
-    if (!dtype_is_quantized(t)) die("dequantize_row: %s is not supported on the CPU", dtype_name(t));
     for (int k = 0; k * B < n; k++) {
         int len = block_len(B, n, k);
-        float *y = dst + (size_t)k * B;
-        if (t == DTYPE_Q8_0) {
-            float d = half_at(b);
-            for (int j = 0; j < 32; j++) y[j] = (int8_t)b[2 + j] * d;
-        } else if (t == DTYPE_Q4_0) {
-            float d = half_at(b);
-            for (int j = 0; j < 16; j++) {
-                y[j] = ((b[2 + j] & 0x0F) - 8) * d;
-                y[j + 16] = ((b[2 + j] >> 4) - 8) * d;
-            }
-        } else if (t == DTYPE_I8) {
-            float s;
-            memcpy(&s, b, sizeof s);
-            for (int j = 0; j < len; j++) y[j] = (int8_t)b[4 + j] * s;
-        } else {
-            float d = half_at(b), m = half_at(b + 2);
-            int half = len / 2;
-            for (int j = 0; j < half; j++) {
-                y[j] = (b[4 + j] & 0x0F) * d + m;
-                y[j + half] = (b[4 + j] >> 4) * d + m;
-            }
-        }
-        b += block_bytes(t, len);
+        kt->dequantize_block(dst + (size_t)k * B, b, len);
+        b += dtype_block_bytes(t, len);
     }
 }
 
@@ -319,7 +308,8 @@ static inline Codes codes_nibbles(const uint8_t *p, int high, int bias) {
 
 const char *quant_simd_name(void) { return SIMD_NAME; }
 
-static float dot_q8_0(const uint8_t *b, const float *x, int n) {
+static float dot_q8_0(DType t, const uint8_t *b, const float *x, int n) {
+    (void)t;
     Vec acc = vec_zero();
     for (int k = 0; k < n / 32; k++, b += 34, x += 32) {
         Vec p = vec_dot16(vec_dot16(vec_zero(), codes_i8(b + 2), x), codes_i8(b + 18), x + 16);
@@ -328,7 +318,8 @@ static float dot_q8_0(const uint8_t *b, const float *x, int n) {
     return vec_sum(acc);
 }
 
-static float dot_q4_0(const uint8_t *b, const float *x, int n) {
+static float dot_q4_0(DType t, const uint8_t *b, const float *x, int n) {
+    (void)t;
     Vec acc = vec_zero();
     for (int k = 0; k < n / 32; k++, b += 18, x += 32) {
         Vec p = vec_dot16(vec_dot16(vec_zero(), codes_nibbles(b + 2, 0, 8), x), codes_nibbles(b + 2, 1, 8), x + 16);
@@ -337,7 +328,8 @@ static float dot_q4_0(const uint8_t *b, const float *x, int n) {
     return vec_sum(acc);
 }
 
-static float dot_int8(const uint8_t *b, const float *x, int n) {
+static float dot_int8(DType t, const uint8_t *b, const float *x, int n) {
+    (void)t;
     float s;
     memcpy(&s, b, sizeof s);
     const uint8_t *q = b + 4;
@@ -354,7 +346,7 @@ static float dot_int8(const uint8_t *b, const float *x, int n) {
 
 // sum over a group of (q d + m) x = d * sum q x + m * sum x
 static float dot_int4(DType t, const uint8_t *b, const float *x, int n) {
-    int G = int4_group(t);
+    int G = dtype_block_elems(t, n);
     Vec acc = vec_zero(), acc_m = vec_zero();
     float tail = 0.0f;
     for (int k = 0; k * G < n; k++) {
@@ -370,21 +362,17 @@ static float dot_int4(DType t, const uint8_t *b, const float *x, int n) {
         acc_m = vec_scale_add(acc_m, sx, m);
         for (; j < half; j++)
             tail += ((b[4 + j] & 0x0F) * d + m) * xg[j] + ((b[4 + j] >> 4) * d + m) * xg[half + j];
-        b += block_bytes(t, len);
+        b += dtype_block_bytes(t, len);
     }
     return vec_sum(acc) + vec_sum(acc_m) + tail;
 }
 
-float dot_row(DType t, const void *row, const float *x, int n) {
-    switch (t) {
-    case DTYPE_F32: return dot_f32(row, x, n);
-    case DTYPE_Q8_0: return dot_q8_0(row, x, n);
-    case DTYPE_Q4_0: return dot_q4_0(row, x, n);
-    case DTYPE_I8: return dot_int8(row, x, n);
-    case DTYPE_I4_G32: case DTYPE_I4_G64: case DTYPE_I4_G128: return dot_int4(t, row, x, n);
-    default: die("dot_row: %s weights are not supported on the CPU", dtype_name(t));
-    }
+static float dot_plain_f32(DType t, const uint8_t *row, const float *x, int n) {
+    (void)t;
+    return dot_f32((const float *)row, x, n);
 }
+
+float dot_row(DType t, const void *row, const float *x, int n) { return cpu_kernels("dot_row", t)->dot(t, row, x, n); }
 
 // ---- integer dot products: q8_0 / int8 weights times an int8 activation row ----------------
 // llama.cpp's q8_0 x q8_0 scheme: the activation row is quantised once per matmul (quant.h's
@@ -469,8 +457,6 @@ int quant_int_dot_enable(int on) {
     return was;
 }
 
-int dtype_has_int_dot(DType t) { return t == DTYPE_Q8_0 || t == DTYPE_I8; }
-
 static float int_dot_q8_0(const uint8_t *b, const uint8_t *xq, int n) {
     IAcc acc = iacc_zero();
     for (int k = 0; k < n / 32; k++, b += 34, xq += ACT_BLOCK_BYTES)
@@ -495,12 +481,29 @@ static float int_dot_int8(const uint8_t *b, const uint8_t *xq, int n) {
     return s * sum;
 }
 
+// clang-format off
+static const CpuType CPU_TYPES[DTYPE_COUNT] = {
+    [DTYPE_F32]     = {copy_f32_in,         copy_f32_out,          dot_plain_f32, NULL},
+    [DTYPE_Q8_0]    = {quantize_q8_0,       dequantize_q8_0,       dot_q8_0,      int_dot_q8_0},
+    [DTYPE_Q4_0]    = {quantize_q4_0,       dequantize_q4_0,       dot_q4_0,      NULL},
+    [DTYPE_I8]      = {quantize_int8_row,   dequantize_int8_row,   dot_int8,      int_dot_int8},
+    [DTYPE_I4_G32]  = {quantize_int4_group, dequantize_int4_group, dot_int4,      NULL},
+    [DTYPE_I4_G64]  = {quantize_int4_group, dequantize_int4_group, dot_int4,      NULL},
+    [DTYPE_I4_G128] = {quantize_int4_group, dequantize_int4_group, dot_int4,      NULL},
+    // fp16 / bf16: no CPU kernels (the CUDA backend runs them)
+};
+// clang-format on
+
+static const CpuType *cpu_type(DType t) {
+    if ((int)t < 0 || t >= DTYPE_COUNT) die("quant: %d is not a weight type", (int)t);
+    return &CPU_TYPES[t];
+}
+
+int dtype_has_int_dot(DType t) { return cpu_type(t)->int_dot != NULL; }
+
 float dot_row_int(DType t, const void *row, const void *xq, int n) {
-    switch (t) {
-    case DTYPE_Q8_0: return int_dot_q8_0(row, xq, n);
-    case DTYPE_I8: return int_dot_int8(row, xq, n);
-    default: die("dot_row_int: %s weights have no integer dot", dtype_name(t));
-    }
+    if (!dtype_has_int_dot(t)) die("dot_row_int: %s weights have no integer dot", dtype_name(t));
+    return cpu_type(t)->int_dot(row, xq, n);
 }
 
 // ---- matmul on typed weights ------------------------------------------------------------------
@@ -535,18 +538,19 @@ static void matvec_rows(float *out, const float *x, const Tensor *w, int R, void
     int n = w->cols, d = w->rows;
     const uint8_t *base = w->data;
     size_t rb = dtype_row_bytes(w->dtype, n);
-    if (int_dot_enabled && dtype_has_int_dot(w->dtype)) {
+    const CpuType *kt = cpu_kernels("matmul", w->dtype);
+    if (int_dot_enabled && kt->int_dot) {
         if (!scratch) die("matmul: %s weights' integer dot needs scratch", dtype_name(w->dtype));
         size_t xb = act_q8_row_bytes(n);
         uint8_t *xq = scratch;
         for (int r = 0; r < R; r++) quantize_act_row(xq + r * xb, x + (size_t)r * n, n);
         PARALLEL_FOR((double)R * n * d, schedule(static), for (int i = 0; i < d; i++) {
-            for (int r = 0; r < R; r++) out[(size_t)r * d + i] = dot_row_int(w->dtype, base + i * rb, xq + r * xb, n);
+            for (int r = 0; r < R; r++) out[(size_t)r * d + i] = kt->int_dot(base + i * rb, xq + r * xb, n);
         });
         return;
     }
     PARALLEL_FOR((double)R * n * d, schedule(static), for (int i = 0; i < d; i++) {
-        for (int r = 0; r < R; r++) out[(size_t)r * d + i] = dot_row(w->dtype, base + i * rb, x + (size_t)r * n, n);
+        for (int r = 0; r < R; r++) out[(size_t)r * d + i] = kt->dot(w->dtype, base + i * rb, x + (size_t)r * n, n);
     });
 }
 
