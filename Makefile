@@ -26,13 +26,14 @@ PY_PACKAGES  := gguf
 
 # Each layer sees only its own headers and those below it (DESIGN.md, "Layout"), so an include
 # that points upward fails to compile: base <- kernels <- engine <- lab <- programs and tests;
-# the renderer sees only the base.
+# the renderer sees only the base. A program sees its own directory and LAB_INC, never another
+# experiment's directory, so a sideways include fails too (the per-directory INC below).
 BASE_INC   := -Ikernels/base
 KERNEL_INC := $(BASE_INC) -Ikernels
 ENGINE_INC := $(KERNEL_INC) -Iexperiments/engine
 LAB_INC    := $(ENGINE_INC) -Iexperiments/lab
 RENDER_INC := $(BASE_INC) -Irender
-# programs and tests: everything, each experiment's directory too (tests include its helpers)
+# tests and fuzz targets: everything, each experiment's directory too (tests include its helpers)
 INCLUDES   := $(LAB_INC) -Irender \
               $(patsubst %/,-I%,$(filter-out experiments/engine/ experiments/lab/,$(wildcard experiments/*/)))
 # MARCH: the CPU the build targets; the quantised kernels use AVX-512 or AVX2 where it has them
@@ -66,6 +67,8 @@ RENDER_SRC := $(filter-out render/main.c,$(wildcard render/*.c))
 PROG_SRC   := $(wildcard experiments/*.c)
 TEST_SRC   := $(wildcard tests/test_*.c)
 CUDA_SRC   := $(if $(filter 1,$(CUDA)),$(wildcard kernels/cuda/*.cu))
+# an experiment's own CUDA half (experiments/<name>/*.cu): built into that program, not the kernels
+EXP_CUDA_SRC := $(if $(filter 1,$(CUDA)),$(wildcard experiments/*/*.cu))
 
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 BASE_LIB   := $(BUILD)/libbase.a
@@ -105,12 +108,17 @@ $(BUILD)/experiments/lab/hw.o: CFLAGS += -DINFERLAB_CFLAGS='"$(HW_CFLAGS)"'
 # only it uses) built into bin/<name>, a step of `make report` and of the end-to-end test; the
 # CUDA ones also run with --backend cuda where there is a GPU. TOOLS have the same layout and
 # are not report steps. A program of one file, experiments/<name>.c, builds as bin/<name> too.
+# What two experiments share lives in the harness (experiments/lab/) or a layer below it.
 EXPERIMENTS      := sampling speculative kv_cache attention_variants long_context attention_kernels hardware_budget quantization serving
 CUDA_EXPERIMENTS := kv_cache attention_kernels hardware_budget
 TOOLS            := generate hwinfo quantize
 LAB_SRC    := $(wildcard experiments/lab/*.c)
+# the directories that build a program: experiments/<name>/main.c
+PROGRAM_DIRS := $(patsubst experiments/%/main.c,%,$(wildcard experiments/*/main.c))
 HELPER_SRC := $(filter-out %/main.c,$(wildcard $(patsubst %,experiments/%/*.c,$(EXPERIMENTS) $(TOOLS))))
 LAB_LIB    := $(BUILD)/liblab.a
+# every experiment's helpers (and, with CUDA, their .cu objects), for the tests alone: a
+# program links only its own directory's objects
 HELPER_LIB := $(BUILD)/libhelpers.a
 
 PROGRAMS := $(patsubst %,$(BIN)/%,$(EXPERIMENTS) $(TOOLS)) $(patsubst experiments/%.c,$(BIN)/%,$(PROG_SRC)) \
@@ -122,9 +130,11 @@ VEC_FALLBACK_BITS := 256 32
 VEC_TESTS         := test_attention_full test_kernels test_quant
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC)) \
             $(foreach b,$(VEC_FALLBACK_BITS),$(patsubst %,$(BUILD)/tests/%_vec$(b),$(VEC_TESTS)))
-# Link order is layer order, top first: each library uses only those after it (the
-# experiments' helpers, the harness, the engine, the CUDA and CPU kernels, the base).
-LIBS     := $(HELPER_LIB) $(LAB_LIB) $(ENGINE_LIB) $(CUDA_LIB) $(KERNEL_LIB) $(BASE_LIB)
+# Link order is layer order, top first: each library uses only those after it (a program's
+# own objects or, for a test, the experiments' helpers, then the harness, the engine, the CUDA
+# and CPU kernels, the base).
+LIBS      := $(LAB_LIB) $(ENGINE_LIB) $(CUDA_LIB) $(KERNEL_LIB) $(BASE_LIB)
+TEST_LIBS := $(HELPER_LIB) $(LIBS)
 LINK_LIBS = $(filter %.a,$^)
 
 .PHONY: all deps test report experiments models compare fleet gpu-check fuzz clean distclean help FORCE
@@ -162,6 +172,9 @@ $(BUILD)/kernels/%.o: INC := $(KERNEL_INC)
 $(BUILD)/kernels/base/%.o: INC := $(BASE_INC)
 $(BUILD)/experiments/engine/%.o: INC := $(ENGINE_INC)
 $(BUILD)/experiments/lab/%.o: INC := $(LAB_INC)
+# a program: its own directory and the layers below (experiments/<name>.c: the layers alone)
+$(BUILD)/experiments/%.o: INC := $(LAB_INC)
+$(foreach d,$(PROGRAM_DIRS),$(eval $(BUILD)/experiments/$(d)/%.o: INC := $(LAB_INC) -Iexperiments/$(d)))
 $(BUILD)/render/%.o: INC := $(RENDER_INC) $(RENDER_CFLAGS)
 $(BUILD)/tests/test_render%.o: INC := $(INCLUDES) $(RENDER_CFLAGS)
 
@@ -171,7 +184,7 @@ $(BUILD)/%.o: %.c $(CONFIG_STAMP)
 
 $(BUILD)/%.o: %.cu $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) $(INC) -c $< -o $@
 
 $(BASE_LIB): $(call obj,$(BASE_SRC))
 	@mkdir -p $(dir $@)
@@ -195,28 +208,31 @@ $(BIN)/render: $(BUILD)/render/main.o $(RENDER_LIB) $(BASE_LIB)
 	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(RENDER_LIBS) -lm
 
 $(LAB_LIB): $(call obj,$(LAB_SRC))
-$(HELPER_LIB): $(call obj,$(HELPER_SRC))
+$(HELPER_LIB): $(call obj,$(HELPER_SRC)) $(patsubst %.cu,$(BUILD)/%.o,$(EXP_CUDA_SRC))
 $(LAB_LIB) $(HELPER_LIB):
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $^
 
-# A program is experiments/<name>.c, or experiments/<name>/main.c with its helpers (linked
-# from HELPER_LIB). Static patterns, so an object left by a program that has since moved
-# into its directory is never linked in its place.
+# A program is experiments/<name>.c, or experiments/<name>/main.c with the objects of its own
+# directory: its helpers (*.c) and, with CUDA, its *.cu (nvcc), linked whole, ahead of the
+# libraries. Static patterns, so an object left by a program that has since moved into its
+# directory is never linked in its place.
 FILE_PROGRAMS := $(patsubst experiments/%.c,$(BIN)/%,$(PROG_SRC))
-DIR_PROGRAMS  := $(patsubst experiments/%/main.c,$(BIN)/%,$(wildcard experiments/*/main.c))
+DIR_PROGRAMS  := $(patsubst %,$(BIN)/%,$(PROGRAM_DIRS))
 $(FILE_PROGRAMS): $(BIN)/%: $(BUILD)/experiments/%.o $(LIBS)
 	@mkdir -p $(BIN)
 	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(LDLIBS)
+$(foreach d,$(PROGRAM_DIRS),$(eval $(BIN)/$(d): $(call obj,$(wildcard experiments/$(d)/*.c)) \
+    $(patsubst %.cu,$(BUILD)/%.o,$(filter experiments/$(d)/%,$(EXP_CUDA_SRC)))))
 $(DIR_PROGRAMS): $(BIN)/%: $(BUILD)/experiments/%/main.o $(LIBS)
 	@mkdir -p $(BIN)
-	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(LDLIBS)
+	$(CC) $(LDFLAGS) $(filter %.o,$^) $(LINK_LIBS) -o $@ $(LDLIBS)
 
 # --- tests ------------------------------------------------------------------------------
 # Every tests/test_<module>.c is one cmocka binary; render tests also link the renderer.
-$(BUILD)/tests/test_render%: $(BUILD)/tests/test_render%.o $(RENDER_LIB) $(LIBS)
+$(BUILD)/tests/test_render%: $(BUILD)/tests/test_render%.o $(RENDER_LIB) $(TEST_LIBS)
 	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(RENDER_LIBS) $(LDLIBS) -lcmocka
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBS)
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TEST_LIBS)
 	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(LDLIBS) -lcmocka
 # A fallback test links the CPU kernels compiled with -DVEC_BITS=<b> ahead of the libraries,
 # so they stand in for the archive's.
@@ -224,13 +240,13 @@ define vec_fallback
 $(BUILD)/vec$(1)/%.o: %.c $(CONFIG_STAMP)
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS) -DVEC_BITS=$(1) $$(KERNEL_INC) -c $$< -o $$@
-$(BUILD)/tests/%_vec$(1): $(BUILD)/tests/%.o $(patsubst %.c,$(BUILD)/vec$(1)/%.o,$(KERNEL_SRC)) $(LIBS)
+$(BUILD)/tests/%_vec$(1): $(BUILD)/tests/%.o $(patsubst %.c,$(BUILD)/vec$(1)/%.o,$(KERNEL_SRC)) $(TEST_LIBS)
 	$$(CC) $$(LDFLAGS) $$(filter %.o,$$^) $$(LINK_LIBS) -o $$@ $$(LDLIBS) -lcmocka
 endef
 $(foreach b,$(VEC_FALLBACK_BITS),$(eval $(call vec_fallback,$(b))))
 # the fuzzers' kept inputs go to every parser, the renderer's too
 $(BUILD)/tests/test_fuzz_regressions.o: INC := $(INCLUDES) $(RENDER_CFLAGS)
-$(BUILD)/tests/test_fuzz_regressions: $(BUILD)/tests/test_fuzz_regressions.o $(RENDER_LIB) $(LIBS)
+$(BUILD)/tests/test_fuzz_regressions: $(BUILD)/tests/test_fuzz_regressions.o $(RENDER_LIB) $(TEST_LIBS)
 	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(RENDER_LIBS) $(LDLIBS) -lcmocka
 
 test: $(TESTS) $(PROGRAMS)
@@ -415,5 +431,5 @@ distclean: clean
 # gone would name that source as a prerequisite and stop the build.
 ALL_SRC := $(BASE_SRC) $(KERNEL_SRC) $(ENGINE_SRC) $(LAB_SRC) $(HELPER_SRC) $(RENDER_SRC) render/main.c \
            $(PROG_SRC) $(wildcard experiments/*/main.c) $(TEST_SRC)
--include $(wildcard $(patsubst %.c,$(BUILD)/%.d,$(ALL_SRC)) $(patsubst %.cu,$(BUILD)/%.d,$(CUDA_SRC)) \
+-include $(wildcard $(patsubst %.c,$(BUILD)/%.d,$(ALL_SRC)) $(patsubst %.cu,$(BUILD)/%.d,$(CUDA_SRC) $(EXP_CUDA_SRC)) \
                     $(foreach b,$(VEC_FALLBACK_BITS),$(patsubst %.c,$(BUILD)/vec$(b)/%.d,$(KERNEL_SRC))))

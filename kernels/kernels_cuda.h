@@ -81,7 +81,7 @@ BenchStats cuda_bench_run(void (*fn)(void *ctx), void *ctx, int warmup, int reps
 // ---- device memory bandwidth (kernels/cuda/stream.cu) --------------------------------------
 
 // STREAM's copy (c = a, 16 n bytes per pass) and triad (a = b + s c, 24 n bytes), the kernels
-// of experiments/engine/peak.h, on three device arrays of n doubles: warmup untimed passes,
+// of experiments/lab/peak.h, on three device arrays of n doubles: warmup untimed passes,
 // then reps passes each between its own pair of CUDA events (ms); then every element of the
 // result is checked (a wrong value dies). triad: 0 copy, 1 triad.
 BenchStats cuda_stream_bench(int triad, size_t n, int warmup, int reps);
@@ -190,35 +190,6 @@ size_t cuda_attention_cudnn_workspace(const CudnnAttention *p); // bytes the pla
 void cuda_attention_cudnn(CudnnAttention *p, void *out, const void *q, const void *k, const void *v,
                           void *workspace);
 void cuda_attention_cudnn_free(CudnnAttention *p); // NULL is allowed
-
-// ---- the benchmark behind attention_kernels --backend cuda (kernels/cuda/attention_bench.cu)
-
-typedef enum { CUDA_ATTN_NAIVE = 0, CUDA_ATTN_FLASH, CUDA_ATTN_CUDNN, CUDA_ATTN_COUNT } CudaAttnImpl;
-const char *cuda_attn_impl_name(CudaAttnImpl impl); // "naive", "flash", "cudnn"
-
-typedef struct {
-    int B, H, T, D;
-    DType dtype;
-    int causal;
-} CudaAttnShape;
-
-typedef struct {
-    BenchStats time;      // CUDA-event times of one call after warm-up, ms
-    double flops;         // 4 B H T^2 D, halved when causal (the work a causal kernel must do)
-    double tflops;        // flops / median time
-    size_t peak_bytes;    // peak device bytes held while it ran: q, k, v, out and its workspace (cuDNN's
-                          // handle and plan hold device memory of their own, not counted)
-    double max_abs_error; // vs the double-precision CPU reference on the inputs as rounded
-    double max_rel_error; // max_abs_error / max |reference|
-    int rows_checked;     // query rows compared (a spread sample: the whole reference is O(T^2))
-} CudaAttnResult;
-
-// Random N(0, 1) q, k, v of the shape (from seed), warmup untimed calls, reps timed calls,
-// then the error check. cuDNN's plan is built before the warm-up, outside the timing.
-// Returns 0, or -1 with err set when the implementation does not support the shape or it
-// does not fit in device memory (nothing is left allocated).
-int cuda_attention_bench(CudaAttnImpl impl, const CudaAttnShape *s, int warmup, int reps,
-                         unsigned long long seed, CudaAttnResult *r, Error *err);
 
 #ifdef __cplusplus
 }

@@ -18,7 +18,7 @@
 
 static void test_generic_picks_are_replaced(void **state) {
     (void)state;
-    // The Xeon of issue 18: AVX-512, identified as Prescott.
+    // An AVX-512 Xeon that OpenBLAS identifies as Prescott.
     assert_string_equal(blas_core_for(ISA_AVX512, "Prescott"), "SkylakeX");
     assert_string_equal(blas_core_for(ISA_AVX2, "Prescott"), "Haswell");
     assert_string_equal(blas_core_for(ISA_AVX2, "Nehalem"), "Haswell");

@@ -1,4 +1,4 @@
-// test_budget.c: the hardware budget formulas (experiments/hardware_budget/budget.c) against
+// test_budget.c: the hardware budget formulas (experiments/lab/budget.c) against
 // hand-computed cases, the lecture's worked example (Llama-2 13B on an H100), agreement with
 // the engine's own parameter and FLOP counts, the reference tables in templates/, and
 // malformed tables rejected with the file and line named.

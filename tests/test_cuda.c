@@ -13,8 +13,9 @@
 //     T = 1, a multiple of the tile, and not), causal and not, against ref_attention_full;
 //     cuDNN's fused attention the same way without the mask (its plan executed twice), and
 //     which shapes it accepts (host-only: this one runs without a device too);
-//   - the attention benchmark: its error is small and its peak memory is exactly q, k, v,
-//     out (+ the naive workspace); unsupported shapes return an error;
+//   - the attention benchmark (experiments/attention_kernels/attention_bench.h): its error is
+//     small and its peak memory is exactly q, k, v, out (+ the naive workspace); unsupported
+//     shapes return an error;
 //   - a whole model (MHA; GQA with window, sinks and YaRN; MQA with tied embeddings) through
 //     the one forward pass on the CUDA ops table: chunked prefill and three batched decode
 //     steps of two sequences give, in fp32, the CPU engine's logits and the reference
@@ -41,6 +42,7 @@
 
 #ifdef INFERLAB_CUDA
 
+#include "attention_bench.h"
 #include "kernels_cuda.h"
 #include "model_reference.h"
 #include "paged.h"

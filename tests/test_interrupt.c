@@ -1,4 +1,4 @@
-// test_interrupt.c: `make report` killed and run twice at once (issue 19). On a small
+// test_interrupt.c: `make report` killed and run twice at once. On a small
 // pipeline of the quick profile (EXPERIMENTS=sampling: the models, one experiment, the
 // render) in a temp run directory, with a private copy of the quick models:
 //   - SIGKILL to the whole process group of `make report` at random moments until 10 kills

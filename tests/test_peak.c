@@ -1,5 +1,5 @@
 // test_peak.c: the STREAM kernels and their byte counting, the array sizing rule, and the
-// measurement harnesses of experiments/hardware_budget/peak.c (values only: timings are never asserted).
+// measurement harnesses of experiments/lab/peak.c (values only: timings are never asserted).
 //
 //   make build/tests/test_peak && ./build/tests/test_peak
 #include <setjmp.h>

@@ -24,13 +24,19 @@ static Settings settings_for(const char *profile) {
 }
 
 int cuda_attention_points(CudaAttnPoint *out, int max, int max_t) {
-    const CudaAttnPoint fixed[] = {{{4, 12, 2048, 64, DTYPE_F16, 0}, 1}, {{4, 12, 2048, 64, DTYPE_F16, 1}, 1},
-                                   {{4, 12, 2048, 64, DTYPE_BF16, 1}, 1}, {{4, 6, 2048, 128, DTYPE_F16, 1}, 1}};
+    const CudaAttnPoint fixed[] = {
+        {.s = {.B = 4, .H = 12, .T = 2048, .D = 64, .dtype = DTYPE_F16, .causal = 0}, .seeds = 1},
+        {.s = {.B = 4, .H = 12, .T = 2048, .D = 64, .dtype = DTYPE_F16, .causal = 1}, .seeds = 1},
+        {.s = {.B = 4, .H = 12, .T = 2048, .D = 64, .dtype = DTYPE_BF16, .causal = 1}, .seeds = 1},
+        {.s = {.B = 4, .H = 6, .T = 2048, .D = 128, .dtype = DTYPE_F16, .causal = 1}, .seeds = 1},
+    };
     int n = 0;
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0] && n < max; i++) out[n++] = fixed[i];
     for (int causal = 0; causal <= 1; causal++)
         for (int T = 512; T <= max_t && n < max; T *= 2)
-            if (T != 2048) out[n++] = (CudaAttnPoint){{4, 12, T, 64, DTYPE_F16, causal}, 0}; // 2048: a seeds' point
+            if (T != 2048) // T = 2048 is among the seeds' points above
+                out[n++] = (CudaAttnPoint){.s = {.B = 4, .H = 12, .T = T, .D = 64, .dtype = DTYPE_F16, .causal = causal},
+                                           .seeds = 0};
     return n;
 }
 

@@ -4,7 +4,7 @@
 //
 // Full-sequence attention, naive (cuBLAS GEMMs around a softmax kernel, the (B, H, T, T)
 // scores and probabilities materialised) against our flash kernel and cuDNN's fused SDPA,
-// through cuda_attention_bench (kernels_cuda.h): at the seeds' shape B=4 H=12 T=2048 D=64 in
+// through cuda_attention_bench (attention_bench.h): at the seeds' shape B=4 H=12 T=2048 D=64 in
 // fp16 (without and with the causal mask), in bf16 and at D=128, then fp16 T sweeps from 512
 // to max_t, without and with the mask. A point an implementation cannot run (cuDNN under a
 // causal mask, a naive matrix that does not fit) is left out of the CSV and reported on
@@ -29,6 +29,7 @@
 
 #ifdef INFERLAB_CUDA
 
+#include "attention_bench.h"
 #include "csv.h"
 #include "kernels_cuda.h"
 

@@ -93,7 +93,7 @@ static float *random_floats(size_t n, uint64_t *rng) {
 
 // --- sgemm peak -----------------------------------------------------------------------------
 
-// The ceiling the report draws: a large square sgemm on the same threads (engine/peak.h).
+// The ceiling the report draws: a large square sgemm on the same threads (experiments/lab/peak.h).
 static void write_sgemm_peak(LabRun *r, const Settings *st, int threads) {
     int n = st->sgemm_n;
     int reps = reps_for(2.0 * n * n * (double)n * 1e-9, st);

@@ -60,7 +60,7 @@ typedef struct {
     int decode_steps; // timed decode steps per repetition
 } Sweep;
 
-static const Sweep FULL_SWEEP = {3, 32}, QUICK_SWEEP = {1, 8};
+static const Sweep FULL_SWEEP = {.reps = 3, .decode_steps = 32}, QUICK_SWEEP = {.reps = 1, .decode_steps = 8};
 
 // One variant: its zoo entry, its weights and record, and what was measured.
 typedef struct {

@@ -55,7 +55,7 @@ typedef int (*SessionTokenFn)(void *ctx, int token);
 int session_generate(Session *s, Sampler *sampler, int *tokens, int n_tokens, int n_new, SessionTokenFn on_token,
                      void *ctx, Error *err);
 
-// The thread count of decode steps, picked by timing them (issue 18). A step forks for every
+// The thread count of decode steps, picked by timing them. A step forks for every
 // large enough kernel (kernels/cpu/parallel.h) and waits at its barrier for every thread; with
 // a core taken by another process that thread is descheduled, and the barrier waits a
 // scheduler time slice: the stories15M shape decoded at 144 tok/s on 2 threads beside a busy
@@ -63,9 +63,10 @@ int session_generate(Session *s, Sampler *sampler, int *tokens, int n_tokens, in
 // now and then, GOVERNOR_WINDOW steps at the other count (1, or back to max_threads); it
 // switches when those took clearly less time per step than every step at its count since its
 // last probe, and probes half as often each time its choice holds (every 16 steps after a
-// switch, up to every 1024). Beside a busy process the slow steps come in bursts: compared
-// with only the latest 4 steps, a probe that followed fast ones kept losing, and 2 of 5 runs
-// beside `yes` stayed on 2 threads (issue 18's note).
+// switch, up to every 1024). The probe is compared with every step since the last probe, not
+// only the latest few, because beside a busy process the slow steps come in bursts: against the
+// latest 4, a probe that followed fast ones kept losing (2 of 5 runs beside `yes` stayed on 2
+// threads).
 #define GOVERNOR_WINDOW 4
 typedef struct ThreadGovernor {
     int max_threads, threads;         // the most allowed, the count in use

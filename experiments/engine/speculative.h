@@ -87,7 +87,7 @@ double speculative_judged_acceptance(const SpecStats *st);
 // Add b's counts and times to a (totals over several generations).
 void speculative_stats_add(SpecStats *a, const SpecStats *b);
 // The gap between the largest and the second largest of V logits: how near a greedy choice
-// was to a tie, reported where speculative and plain greedy output part (issue 13).
+// was to a tie, reported where speculative and plain greedy output part.
 double speculative_top2_margin(const float *logits, int V);
 
 // The acceptance rule of one step, on distributions already processed by the sampler.

@@ -10,49 +10,33 @@ typedef struct {
     const TrainPhase *phases;
     int n;
 } Schedule;
-#define SCHEDULE(phases) {phases, sizeof phases / sizeof phases[0]}
+#define SCHEDULE(table) {.phases = table, .n = sizeof table / sizeof table[0]}
 
 // Plain language modelling.
 static const TrainPhase TEXT[] = {{0}};
 
-// Retrieval, the recipe of shared/probes/passkey_torch.py (issue 12): first copy sequences
-// at a short context (digit strings twice at random places in KJV filler, loss on the second
-// copy only), where the copy circuit forms fast; then half passkeys, the needle-to-question
-// gap widening from 16 tokens to the whole context over 60% of the phase (formation time
-// grows with the distance to copy over), half text. The answer loss has its own mean
-// (train.h). Measured on the full target (issue 12's note):
-//   - as the probe (answer-only passkeys): 96% passkey at step 900, 100% at 1000, but 1.67
-//     bits/byte there: half the sequences taught no text;
-//   - text loss on the filler of copy and passkey sequences too: 1.41 bits/byte at step 1209
-//     of 1500, but passkey 55% there; the copy phase's text loss slowed the copy circuit
-//     (copy loss 0.82 nats after 300 steps, 0.12 without);
-// so the copy phase trains copying only, and the passkey phase's filler teaches text.
-// The copy phase runs at context 32: with llama.cpp's "starcoder" pre-split (issue 19: a
-// lone " " token before each run of single digits) the full target's copy loss at context 64
-// fell slowly, 1.83 nats at step 100 and 0.95 at 400 (a probe, issue 12's note), and while
-// the passkey answers stayed unlearnt their gradient held the text back: 1.6322 bits/byte at
-// the end against 1.4355 with the previous pre-split. At context 32 (half the distance to
-// copy over) the copy loss was 0.80 at step 100 and 0.036 at 200, and passkeys were 65%
-// right 150 steps into the next phase. With 200 copy steps at context 32 the target ended at
-// 1.3993 bits/byte, passkey 100% at context 256 (every depth), and the attention variants
-// retrieved 0.3-98.7% (they were at 0-1.5% copying at context 64).
-// The attention variants, with a fraction of the target's budget, copy for fewer steps: five
-// of them at 300 steps each (150 copying). At 400 they retrieved only 4-8% (copying at
-// context 64, the previous pre-split); at 300, with 16 evaluations per model, the whole full
-// zoo took 32 min 24 s from nothing on the 2-core EPYC; with the evaluations below, 27 min
-// 59.6 s, and 28 min 23.2 s with the copy phases at context 32 (issue 12); 21 min 50.2 s once the
-// trainer's softmaxes and SwiGLU were vectorised (issue 18: the target at 120.4 GFLOP/s, 1.4189
-// bits/byte, passkey 100%; the new rounding alone moved it from 1.3993).
+// Retrieval, the recipe of shared/probes/passkey_torch.py: first copy sequences at a short
+// context (digit strings twice at random places in KJV filler, loss on the second copy only),
+// where the copy circuit forms fast; then half passkeys, the needle-to-question gap widening
+// from 16 tokens to the whole context over 60% of the phase (formation time grows with the
+// distance to copy over), half text. The answer loss has its own mean (train.h).
+// The copy phase trains copying only: a text loss on its filler slows the copy circuit (on the
+// full target, copy loss 0.82 nats after 300 steps against 0.12 without). The passkey phase's
+// filler teaches text instead, so its sequences are not lost to language modelling (answer-only
+// passkeys left the target at 1.67 bits/byte).
+// The copy phase runs at context 32, half the distance to copy over of context 64: under the
+// "starcoder" pre-split (a lone " " token before each run of single digits) the full target's
+// copy loss at context 64 was still 0.95 nats at step 400, against 0.036 at step 200 at context
+// 32, and while its passkeys stayed unlearnt their gradient held the text back.
+// The attention variants, with a fraction of the target's budget, copy for fewer steps.
 #define RETRIEVAL(copy_steps, copy_len)                                                              \
     {{.steps = copy_steps, .seq_len = copy_len, .copy_frac = 1.0f},                                  \
      {.passkey_frac = 0.5f, .gap_from = 16, .gap_widen = 0.6f, .filler_text = 1}}
 static const TrainPhase RETRIEVAL_QUICK[] = RETRIEVAL(20, 32);
 static const TrainPhase RETRIEVAL_FULL_SHORT[] = RETRIEVAL(150, 32);
-// The full target's: retrieval saturates by about step 850 (100% passkey at 837 of 1500, but
-// 1.51 bits/byte at 1500), so after 900 passkey steps a third phase gives most sequences back
-// to text, keeping a few passkeys at the whole context. Measured (issue 12): 1800 steps, 1104 s
-// on 2 threads, 1.4355 bits/byte, passkey 99.7% at context 256 (worst depth 99.5%), with the
-// previous pre-split and 300 copy steps at context 64.
+// The full target's: retrieval saturates by about step 850 (100% passkeys at step 837 of a
+// 1500-step run that ended at 1.51 bits/byte), so after 900 passkey steps a third phase gives
+// most sequences back to text, keeping a few passkeys at the whole context.
 static const TrainPhase RETRIEVAL_THEN_TEXT[] = {
     {.steps = 200, .seq_len = 32, .copy_frac = 1.0f},
     {.steps = 900, .passkey_frac = 0.5f, .gap_from = 16, .gap_widen = 0.6f, .filler_text = 1},
@@ -78,42 +62,78 @@ typedef struct {
     int n_entries;
 } Profile;
 
-// name, role, attention, dim, layers, heads, kv heads, batch, steps, warmup, lr, schedule,
-// kv_lora_rank (d_c), rope_dim (d_r), kv_share, evals. Only the target's training curve is a
-// figure, so the others evaluate 4 times: at 16 the evaluations took 30% of an attention
-// variant's training time (validation, passkeys, prefix matching) and put the full zoo over
-// its 30 minutes (issue 12). The attention variants: MLA has d_c = 4 hd and
-// d_r = hd / 2 (DeepSeek-V2's ratios); GQA + CLA is attn-gqa with each pair of layers sharing
-// keys and values (3 layers: sets {0, 1}, {2}). Parameters (tied embeddings): quick MHA 80112,
-// GQA 75504, MQA 73200, MLA 87600 (d_c = 48 = dim here, so its projections outgrow MHA's),
-// GQA + CLA 73200; full MHA 865152, GQA 791424, MQA 779136, MLA 868224, GQA + CLA 783232.
+// Only the target's training curve is a figure, so the others evaluate 4 times: 16 evaluations
+// took 30% of an attention variant's training time (validation, passkeys, prefix matching) and
+// put the full zoo over its 30 minutes of training. The attention variants: MLA has d_c = 4 hd
+// and d_r = hd / 2 (DeepSeek-V2's ratios); GQA + CLA is attn-gqa with each pair of layers
+// sharing keys and values (3 layers: sets {0, 1}, {2}). Parameters (tied embeddings): quick MHA
+// 80112, GQA 75504, MQA 73200, MLA 87600 (d_c = 48 = dim here, so its projections outgrow
+// MHA's), GQA + CLA 73200; full MHA 865152, GQA 791424, MQA 779136, MLA 868224, GQA + CLA 783232.
 static const ZooEntry QUICK[] = {
-    {"target",   "target",    "gqa", 64, 2, 4, 2, 8, 120, 6, 3e-3f, SCHEDULE(RETRIEVAL_QUICK), 0, 0, 1, 16},
-    {"draft-xs", "draft",     "mha", 16, 1, 2, 2, 8, 40, 2, 3e-3f, SCHEDULE(TEXT), 0, 0, 1, 4},
-    {"draft-s",  "draft",     "mha", 32, 1, 2, 2, 8, 80, 4, 3e-3f, SCHEDULE(TEXT), 0, 0, 1, 4},
-    {"draft-m",  "draft",     "gqa", 48, 2, 4, 2, 8, 100, 5, 3e-3f, SCHEDULE(TEXT), 0, 0, 1, 4},
-    {"attn-mha", "attention", "mha", 48, 2, 4, 4, 8, 80, 4, 3e-3f, SCHEDULE(RETRIEVAL_QUICK), 0, 0, 1, 4},
-    {"attn-gqa", "attention", "gqa", 48, 2, 4, 2, 8, 80, 4, 3e-3f, SCHEDULE(RETRIEVAL_QUICK), 0, 0, 1, 4},
-    {"attn-mqa", "attention", "mqa", 48, 2, 4, 1, 8, 80, 4, 3e-3f, SCHEDULE(RETRIEVAL_QUICK), 0, 0, 1, 4},
-    {"attn-mla", "attention", "mla", 48, 2, 4, 4, 8, 80, 4, 3e-3f, SCHEDULE(RETRIEVAL_QUICK), 48, 6, 1, 4},
-    {"attn-gqa-cla", "attention", "gqa+cla", 48, 2, 4, 2, 8, 80, 4, 3e-3f, SCHEDULE(RETRIEVAL_QUICK), 0, 0, 2, 4},
+    {.name = "target",       .role = "target",    .attention = "gqa",
+     .dim = 64, .layers = 2, .heads = 4, .kv_heads = 2, .kv_lora_rank = 0,  .rope_dim = 0, .kv_share = 1,
+     .batch = 8, .steps = 120, .warmup = 6, .lr = 3e-3f, .evals = 16, .schedule = SCHEDULE(RETRIEVAL_QUICK)},
+    {.name = "draft-xs",     .role = "draft",     .attention = "mha",
+     .dim = 16, .layers = 1, .heads = 2, .kv_heads = 2, .kv_lora_rank = 0,  .rope_dim = 0, .kv_share = 1,
+     .batch = 8, .steps = 40,  .warmup = 2, .lr = 3e-3f, .evals = 4,  .schedule = SCHEDULE(TEXT)},
+    {.name = "draft-s",      .role = "draft",     .attention = "mha",
+     .dim = 32, .layers = 1, .heads = 2, .kv_heads = 2, .kv_lora_rank = 0,  .rope_dim = 0, .kv_share = 1,
+     .batch = 8, .steps = 80,  .warmup = 4, .lr = 3e-3f, .evals = 4,  .schedule = SCHEDULE(TEXT)},
+    {.name = "draft-m",      .role = "draft",     .attention = "gqa",
+     .dim = 48, .layers = 2, .heads = 4, .kv_heads = 2, .kv_lora_rank = 0,  .rope_dim = 0, .kv_share = 1,
+     .batch = 8, .steps = 100, .warmup = 5, .lr = 3e-3f, .evals = 4,  .schedule = SCHEDULE(TEXT)},
+    {.name = "attn-mha",     .role = "attention", .attention = "mha",
+     .dim = 48, .layers = 2, .heads = 4, .kv_heads = 4, .kv_lora_rank = 0,  .rope_dim = 0, .kv_share = 1,
+     .batch = 8, .steps = 80,  .warmup = 4, .lr = 3e-3f, .evals = 4,  .schedule = SCHEDULE(RETRIEVAL_QUICK)},
+    {.name = "attn-gqa",     .role = "attention", .attention = "gqa",
+     .dim = 48, .layers = 2, .heads = 4, .kv_heads = 2, .kv_lora_rank = 0,  .rope_dim = 0, .kv_share = 1,
+     .batch = 8, .steps = 80,  .warmup = 4, .lr = 3e-3f, .evals = 4,  .schedule = SCHEDULE(RETRIEVAL_QUICK)},
+    {.name = "attn-mqa",     .role = "attention", .attention = "mqa",
+     .dim = 48, .layers = 2, .heads = 4, .kv_heads = 1, .kv_lora_rank = 0,  .rope_dim = 0, .kv_share = 1,
+     .batch = 8, .steps = 80,  .warmup = 4, .lr = 3e-3f, .evals = 4,  .schedule = SCHEDULE(RETRIEVAL_QUICK)},
+    {.name = "attn-mla",     .role = "attention", .attention = "mla",
+     .dim = 48, .layers = 2, .heads = 4, .kv_heads = 4, .kv_lora_rank = 48, .rope_dim = 6, .kv_share = 1,
+     .batch = 8, .steps = 80,  .warmup = 4, .lr = 3e-3f, .evals = 4,  .schedule = SCHEDULE(RETRIEVAL_QUICK)},
+    {.name = "attn-gqa-cla", .role = "attention", .attention = "gqa+cla",
+     .dim = 48, .layers = 2, .heads = 4, .kv_heads = 2, .kv_lora_rank = 0,  .rope_dim = 0, .kv_share = 2,
+     .batch = 8, .steps = 80,  .warmup = 4, .lr = 3e-3f, .evals = 4,  .schedule = SCHEDULE(RETRIEVAL_QUICK)},
 };
 
 static const ZooEntry FULL[] = {
-    {"target",   "target",    "gqa", 192, 4, 6, 2, 16, 1800, 20, 1e-3f, SCHEDULE(RETRIEVAL_THEN_TEXT), 0, 0, 1, 16},
-    {"draft-xs", "draft",     "mha", 32, 1, 2, 2, 16, 100, 5, 5e-3f, SCHEDULE(TEXT), 0, 0, 1, 4},
-    {"draft-s",  "draft",     "mha", 64, 2, 4, 4, 16, 200, 10, 5e-3f, SCHEDULE(TEXT), 0, 0, 1, 4},
-    {"draft-m",  "draft",     "gqa", 128, 3, 4, 2, 16, 300, 15, 3e-3f, SCHEDULE(TEXT), 0, 0, 1, 4},
-    {"attn-mha", "attention", "mha", 128, 3, 8, 8, 16, 300, 15, 1e-3f, SCHEDULE(RETRIEVAL_FULL_SHORT), 0, 0, 1, 4},
-    {"attn-gqa", "attention", "gqa", 128, 3, 8, 2, 16, 300, 15, 1e-3f, SCHEDULE(RETRIEVAL_FULL_SHORT), 0, 0, 1, 4},
-    {"attn-mqa", "attention", "mqa", 128, 3, 8, 1, 16, 300, 15, 1e-3f, SCHEDULE(RETRIEVAL_FULL_SHORT), 0, 0, 1, 4},
-    {"attn-mla", "attention", "mla", 128, 3, 8, 8, 16, 300, 15, 1e-3f, SCHEDULE(RETRIEVAL_FULL_SHORT), 64, 8, 1, 4},
-    {"attn-gqa-cla", "attention", "gqa+cla", 128, 3, 8, 2, 16, 300, 15, 1e-3f, SCHEDULE(RETRIEVAL_FULL_SHORT), 0, 0, 2, 4},
+    {.name = "target",       .role = "target",    .attention = "gqa",
+     .dim = 192, .layers = 4, .heads = 6, .kv_heads = 2, .kv_lora_rank = 0,  .rope_dim = 0, .kv_share = 1,
+     .batch = 16, .steps = 1800, .warmup = 20, .lr = 1e-3f, .evals = 16, .schedule = SCHEDULE(RETRIEVAL_THEN_TEXT)},
+    {.name = "draft-xs",     .role = "draft",     .attention = "mha",
+     .dim = 32,  .layers = 1, .heads = 2, .kv_heads = 2, .kv_lora_rank = 0,  .rope_dim = 0, .kv_share = 1,
+     .batch = 16, .steps = 100,  .warmup = 5,  .lr = 5e-3f, .evals = 4,  .schedule = SCHEDULE(TEXT)},
+    {.name = "draft-s",      .role = "draft",     .attention = "mha",
+     .dim = 64,  .layers = 2, .heads = 4, .kv_heads = 4, .kv_lora_rank = 0,  .rope_dim = 0, .kv_share = 1,
+     .batch = 16, .steps = 200,  .warmup = 10, .lr = 5e-3f, .evals = 4,  .schedule = SCHEDULE(TEXT)},
+    {.name = "draft-m",      .role = "draft",     .attention = "gqa",
+     .dim = 128, .layers = 3, .heads = 4, .kv_heads = 2, .kv_lora_rank = 0,  .rope_dim = 0, .kv_share = 1,
+     .batch = 16, .steps = 300,  .warmup = 15, .lr = 3e-3f, .evals = 4,  .schedule = SCHEDULE(TEXT)},
+    {.name = "attn-mha",     .role = "attention", .attention = "mha",
+     .dim = 128, .layers = 3, .heads = 8, .kv_heads = 8, .kv_lora_rank = 0,  .rope_dim = 0, .kv_share = 1,
+     .batch = 16, .steps = 300,  .warmup = 15, .lr = 1e-3f, .evals = 4,  .schedule = SCHEDULE(RETRIEVAL_FULL_SHORT)},
+    {.name = "attn-gqa",     .role = "attention", .attention = "gqa",
+     .dim = 128, .layers = 3, .heads = 8, .kv_heads = 2, .kv_lora_rank = 0,  .rope_dim = 0, .kv_share = 1,
+     .batch = 16, .steps = 300,  .warmup = 15, .lr = 1e-3f, .evals = 4,  .schedule = SCHEDULE(RETRIEVAL_FULL_SHORT)},
+    {.name = "attn-mqa",     .role = "attention", .attention = "mqa",
+     .dim = 128, .layers = 3, .heads = 8, .kv_heads = 1, .kv_lora_rank = 0,  .rope_dim = 0, .kv_share = 1,
+     .batch = 16, .steps = 300,  .warmup = 15, .lr = 1e-3f, .evals = 4,  .schedule = SCHEDULE(RETRIEVAL_FULL_SHORT)},
+    {.name = "attn-mla",     .role = "attention", .attention = "mla",
+     .dim = 128, .layers = 3, .heads = 8, .kv_heads = 8, .kv_lora_rank = 64, .rope_dim = 8, .kv_share = 1,
+     .batch = 16, .steps = 300,  .warmup = 15, .lr = 1e-3f, .evals = 4,  .schedule = SCHEDULE(RETRIEVAL_FULL_SHORT)},
+    {.name = "attn-gqa-cla", .role = "attention", .attention = "gqa+cla",
+     .dim = 128, .layers = 3, .heads = 8, .kv_heads = 2, .kv_lora_rank = 0,  .rope_dim = 0, .kv_share = 2,
+     .batch = 16, .steps = 300,  .warmup = 15, .lr = 1e-3f, .evals = 4,  .schedule = SCHEDULE(RETRIEVAL_FULL_SHORT)},
 };
 
 static const Profile PROFILES[] = {
-    {"quick", 512, 128, 20, 4096, 10, QUICK, sizeof QUICK / sizeof QUICK[0]},
-    {"full", 2048, 256, 200, 16384, 100, FULL, sizeof FULL / sizeof FULL[0]},
+    {.name = "quick", .vocab_size = 512, .seq_len = 128, .passkey_samples = 20, .eval_tokens = 4096,
+     .eval_passkeys = 10, .entries = QUICK, .n_entries = sizeof QUICK / sizeof QUICK[0]},
+    {.name = "full", .vocab_size = 2048, .seq_len = 256, .passkey_samples = 200, .eval_tokens = 16384,
+     .eval_passkeys = 100, .entries = FULL, .n_entries = sizeof FULL / sizeof FULL[0]},
 };
 
 static int schedule_teaches_retrieval(const Schedule *s) {

@@ -8,7 +8,7 @@
 // at batch 1, also on one thread and on all: (weight bytes + KV bytes read per token) / time
 // per token / bandwidth, where the bandwidth is the STREAM triad on as many threads (best
 // pass, STREAM's convention).
-// Then it computes the budget (budget.h, beside this file) of every model preset x weight
+// Then it computes the budget (experiments/lab/budget.h) of every model preset x weight
 // dtype (bf16, int8, int4) x hardware (the datasheets, and this machine as measured), and
 // the roofline points of every hardware: prefill of 1K tokens, decode steps, the decode MLP
 // at batch 1, 8 and 64, and decode attention.
@@ -375,7 +375,8 @@ static const char *threads_cell(char *buf, size_t size, int threads) {
 
 // The peak FLOP/s rows: the CPU's sgemm, or the GPU's matmuls.
 // A BLAS that reaches less than this fraction of the FMA ceiling is flagged: a good sgemm
-// of n = 2048 gets 70-90% of it; a generic kernel (issue 18: "Prescott" on a Xeon) about 20%.
+// of n = 2048 gets 70-90% of it; a generic kernel (OpenBLAS's "Prescott" on an AVX-512 Xeon)
+// about 20%.
 #define SGEMM_LOW_FRACTION 0.5
 
 // The sgemm's share of the all-thread FMA ceiling.

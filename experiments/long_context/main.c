@@ -63,13 +63,19 @@ typedef struct {
 // A needle costs a prefill of its whole context, and at 4 T0 full attention's quadratic term
 // dominates: the default sweep scores the scalings at S = 4 only (made for 4 T0).
 static const Method METHODS[] = {
-    {"full", 0, 0, 0, "none", 1, 1},           {"window_half", 2, 0, 0, "none", 1, 1},
-    {"window_quarter", 4, 0, 0, "none", 1, 1}, {"window_quarter_sink4", 4, 4, 1, "none", 1, 1},
-    {"pi_2", 0, 0, 0, "linear", 2, 0},         {"pi_4", 0, 0, 0, "linear", 4, 1},
-    {"pi_8", 0, 0, 0, "linear", 8, 0},         {"ntk_2", 0, 0, 0, "ntk", 2, 0},
-    {"ntk_4", 0, 0, 0, "ntk", 4, 1},           {"ntk_8", 0, 0, 0, "ntk", 8, 0},
-    {"yarn_2", 0, 0, 0, "yarn", 2, 0},         {"yarn_4", 0, 0, 0, "yarn", 4, 1},
-    {"yarn_8", 0, 0, 0, "yarn", 8, 0},
+    {.name = "full",                 .window_div = 0, .n_sink = 0, .cache_positions = 0, .rope = "none",   .factor = 1, .needles = 1},
+    {.name = "window_half",          .window_div = 2, .n_sink = 0, .cache_positions = 0, .rope = "none",   .factor = 1, .needles = 1},
+    {.name = "window_quarter",       .window_div = 4, .n_sink = 0, .cache_positions = 0, .rope = "none",   .factor = 1, .needles = 1},
+    {.name = "window_quarter_sink4", .window_div = 4, .n_sink = 4, .cache_positions = 1, .rope = "none",   .factor = 1, .needles = 1},
+    {.name = "pi_2",                 .window_div = 0, .n_sink = 0, .cache_positions = 0, .rope = "linear", .factor = 2, .needles = 0},
+    {.name = "pi_4",                 .window_div = 0, .n_sink = 0, .cache_positions = 0, .rope = "linear", .factor = 4, .needles = 1},
+    {.name = "pi_8",                 .window_div = 0, .n_sink = 0, .cache_positions = 0, .rope = "linear", .factor = 8, .needles = 0},
+    {.name = "ntk_2",                .window_div = 0, .n_sink = 0, .cache_positions = 0, .rope = "ntk",    .factor = 2, .needles = 0},
+    {.name = "ntk_4",                .window_div = 0, .n_sink = 0, .cache_positions = 0, .rope = "ntk",    .factor = 4, .needles = 1},
+    {.name = "ntk_8",                .window_div = 0, .n_sink = 0, .cache_positions = 0, .rope = "ntk",    .factor = 8, .needles = 0},
+    {.name = "yarn_2",               .window_div = 0, .n_sink = 0, .cache_positions = 0, .rope = "yarn",   .factor = 2, .needles = 0},
+    {.name = "yarn_4",               .window_div = 0, .n_sink = 0, .cache_positions = 0, .rope = "yarn",   .factor = 4, .needles = 1},
+    {.name = "yarn_8",               .window_div = 0, .n_sink = 0, .cache_positions = 0, .rope = "yarn",   .factor = 8, .needles = 0},
 };
 enum { N_METHODS = sizeof METHODS / sizeof METHODS[0], N_COST_METHODS = 4 }; // cost: the first four
 
@@ -96,8 +102,18 @@ typedef struct {
     int cost_reps, cost_decode; // repetitions; decode steps timed after each prefill
 } Sizes;
 
-static const Sizes FULL = {1, 8, 20, 4, 16384, 512, 64, 3, 8};
-static const Sizes QUICK = {1, 2, 4, 4, 2048, 256, 32, 1, 4};
+static const Sizes FULL = {
+    .ppl_long = 1, .ppl_short = 8,
+    .needle_keys = 20, .needle_max_mult = 4,
+    .stream_tokens = 16384, .stream_bin = 512, .recompute_every = 64,
+    .cost_reps = 3, .cost_decode = 8,
+};
+static const Sizes QUICK = {
+    .ppl_long = 1, .ppl_short = 2,
+    .needle_keys = 4, .needle_max_mult = 4,
+    .stream_tokens = 2048, .stream_bin = 256, .recompute_every = 32,
+    .cost_reps = 1, .cost_decode = 4,
+};
 
 enum { N_DEPTHS = 5, MAX_CONTEXTS = 16 };
 #define PASSKEY_SEED 0x10c0
@@ -115,11 +131,13 @@ typedef struct {
     int needle_contexts[MAX_CONTEXTS], n_needle_contexts; // T0 / 2 .. needle_max_mult T0 (a passkey fits)
     int all_needles; // --all-needles: every method in the needle sweep
     double ppl[N_METHODS][MAX_CONTEXTS], needle[N_METHODS][MAX_CONTEXTS]; // for the summary
-} Lab;
+} LongContextRun;
 
-static int in_needle_sweep(const Lab *lab, int method) { return lab->all_needles || METHODS[method].needles; }
+static int in_needle_sweep(const LongContextRun *lab, int method) {
+    return lab->all_needles || METHODS[method].needles;
+}
 
-static double token_bytes(const Lab *lab, int token) { return lab->tok.piece_len[token]; }
+static double token_bytes(const LongContextRun *lab, int token) { return lab->tok.piece_len[token]; }
 
 // -log softmax(logits)[target]
 static double nats_of(const float *logits, int V, int target) {
@@ -139,7 +157,7 @@ typedef struct {
 
 // n_seq validation sequences of len tokens (BOS + text), starting at text token *next and
 // following one another; every position's loss summed into pl.
-static PositionLoss score_sequences(Lab *lab, const Model *m, int n_seq, int len, size_t *next) {
+static PositionLoss score_sequences(LongContextRun *lab, const Model *m, int n_seq, int len, size_t *next) {
     PositionLoss pl = {len, n_seq, calloc(len, sizeof(double)), calloc(len, sizeof(double))};
     if (!pl.nats || !pl.bytes) die("long_context: out of memory");
     int V = m->config.vocab_size, *seq = mallocCheck((size_t)len * sizeof(int));
@@ -183,7 +201,7 @@ static void pool(const PositionLoss *groups, int n_groups, int lo, int hi, doubl
     }
 }
 
-static void run_perplexity(Lab *lab, CsvWriter *w) {
+static void run_perplexity(LongContextRun *lab, CsvWriter *w) {
     for (int mi = 0; mi < N_METHODS; mi++) {
         const Method *me = &METHODS[mi];
         int longest = lab->contexts[lab->n_contexts - 1];
@@ -228,7 +246,7 @@ typedef struct {
 } Bins;
 
 // Token by token through a ring cache: position p's logits predict token p + 1.
-static void stream_ring(Lab *lab, const Model *m, const int *stream, int n, Bins *b) {
+static void stream_ring(LongContextRun *lab, const Model *m, const int *stream, int n, Bins *b) {
     int V = m->config.vocab_size, bin = lab->sz->stream_bin;
     Engine e;
     Session s;
@@ -247,7 +265,7 @@ static void stream_ring(Lab *lab, const Model *m, const int *stream, int n, Bins
 
 // The dense reference: the last `window` tokens recomputed from nothing (they sit at
 // positions 0 .. window - 1) for every recompute_every-th prediction.
-static void stream_recompute(Lab *lab, const Model *m, const int *stream, int n, Bins *b) {
+static void stream_recompute(LongContextRun *lab, const Model *m, const int *stream, int n, Bins *b) {
     int V = m->config.vocab_size, bin = lab->sz->stream_bin, w = m->config.window;
     Model dense = *m;
     dense.config.window = 0; // the recomputed context is the window itself
@@ -267,7 +285,7 @@ static void stream_recompute(Lab *lab, const Model *m, const int *stream, int n,
     engine_close(&e);
 }
 
-static void run_stream(Lab *lab, CsvWriter *w) {
+static void run_stream(LongContextRun *lab, CsvWriter *w) {
     int n = lab->sz->stream_tokens, bin = lab->sz->stream_bin, n_bins = (n + bin - 1) / bin;
     if ((size_t)n > lab->n_val + 1) die("long_context: the validation text has %zu tokens, the stream needs %d", lab->n_val, n);
     int *stream = mallocCheck((size_t)n * sizeof(int));
@@ -298,7 +316,7 @@ static void run_stream(Lab *lab, CsvWriter *w) {
 
 // The sweep's items are its (method, context) cells, in this order; under --shard the run
 // measures only its own (lab_shard_owns), which is what a job array splits.
-static void run_needles(Lab *lab, const LabRun *r, CsvWriter *cells, CsvWriter *summary) {
+static void run_needles(LongContextRun *lab, const LabRun *r, CsvWriter *cells, CsvWriter *summary) {
     const int *contexts = lab->needle_contexts, n = lab->n_needle_contexts;
     int n_items = 0, item = 0;
     for (int mi = 0; mi < N_METHODS; mi++) n_items += in_needle_sweep(lab, mi) ? n : 0;
@@ -347,7 +365,7 @@ static size_t allocated_cache_bytes(const Config *c, int capacity) {
 
 // Prefill T tokens (timed), then decode cost_decode more (each timed), reps times; a row
 // of w (NULL: a warm-up).
-static void measure_cost(Lab *lab, const Method *me, int T, const int *tokens, CsvWriter *w) {
+static void measure_cost(LongContextRun *lab, const Method *me, int T, const int *tokens, CsvWriter *w) {
     const Sizes *sz = lab->sz;
     Model m = method_model(&lab->target, me, lab->T0, T + sz->cost_decode);
     const Config *c = &m.config;
@@ -387,7 +405,7 @@ static void measure_cost(Lab *lab, const Method *me, int T, const int *tokens, C
     engine_close(&e);
 }
 
-static void run_cost(Lab *lab, CsvWriter *w) {
+static void run_cost(LongContextRun *lab, CsvWriter *w) {
     int longest = lab->contexts[lab->n_contexts - 1], n = longest + lab->sz->cost_decode;
     int *tokens = mallocCheck((size_t)n * sizeof(int));
     tokens[0] = lab->tok.bos_id;
@@ -417,7 +435,7 @@ static double at_mult(const double *values, const int *contexts, int n, int T0, 
 #define LEAVE_RATIO 1.1
 #define RETRIEVED 0.5
 
-static void write_summary(const Lab *lab, CsvWriter *w) {
+static void write_summary(const LongContextRun *lab, CsvWriter *w) {
     for (int mi = 0; mi < N_METHODS; mi++) {
         const double *ppl = lab->ppl[mi];
         double best = INFINITY;
@@ -478,7 +496,7 @@ static const LabTable TABLES[] = {
     {0},
 };
 
-static void load(Lab *lab) {
+static void load(LongContextRun *lab) {
     Error err;
     if (checkpoint_load(model_path, tokenizer_path, &lab->target, &lab->tok, &err)) die("%s", err.msg);
     const Config *c = &lab->target.config;
@@ -495,10 +513,10 @@ static void load(Lab *lab) {
                                   false, lab->val);
 }
 
-static void finish(LabRun *r, Lab *lab);
+static void finish(LabRun *r, LongContextRun *lab);
 
 // --shard K/N: only this shard's cells of the needle sweep (the tables marked sharded).
-static int run_needle_shard(LabRun *r, Lab *lab) {
+static int run_needle_shard(LabRun *r, LongContextRun *lab) {
     CsvWriter needle = lab_csv(r, TABLE_NEEDLE), retrieval = lab_csv(r, TABLE_RETRIEVAL);
     run_needles(lab, r, &needle, &retrieval);
     progress_done();
@@ -508,7 +526,7 @@ static int run_needle_shard(LabRun *r, Lab *lab) {
 }
 
 static int run(LabRun *r) {
-    Lab lab = {.sz = r->quick ? &QUICK : &FULL, .all_needles = all_needles};
+    LongContextRun lab = {.sz = r->quick ? &QUICK : &FULL, .all_needles = all_needles};
     load(&lab);
     if (r->n_shards) {
         run_needle_shard(r, &lab);
@@ -542,7 +560,7 @@ static int run(LabRun *r) {
 }
 
 // The end of a run: the keys merged into meta.csv (the model, corpus and sizes), and the lab freed.
-static void finish(LabRun *r, Lab *lab) {
+static void finish(LabRun *r, LongContextRun *lab) {
     char sum_hex[17];
     Error err;
     if (meta_file_checksum(model_path, sum_hex, &err) != 0) die("%s", err.msg);

@@ -91,8 +91,20 @@ typedef struct {
     int long_ctx_factor;  // the int8 KV cache's decode timing at this many times the trained context
 } Sizes;
 
-static const Sizes QUICK = {1024, 5, 16, 16, 64, 3, 4, 3, 3, 4, 128, 2};
-static const Sizes FULL = {8192, 40, 32, 64, 128, 5, 1, 5, 5, 8, 256, 8};
+static const Sizes QUICK = {
+    .eval_tokens = 1024, .passkey_samples = 5,
+    .prompt_len = 16, .decode_len = 16, .prefill_len = 64, .reps = 3,
+    .synth_scale = 4, .synth_reps = 3, .stream_reps = 3,
+    .calib_B = 4, .calib_T = 128,
+    .long_ctx_factor = 2,
+};
+static const Sizes FULL = {
+    .eval_tokens = 8192, .passkey_samples = 40,
+    .prompt_len = 32, .decode_len = 64, .prefill_len = 128, .reps = 5,
+    .synth_scale = 1, .synth_reps = 5, .stream_reps = 5,
+    .calib_B = 8, .calib_T = 256,
+    .long_ctx_factor = 8,
+};
 
 // ---- the machine's bandwidth ------------------------------------------------------------------
 

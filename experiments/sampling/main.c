@@ -71,7 +71,7 @@ typedef struct {
     WordIndex words;   // training words first: ids >= n_train_words were never seen in training
     int n_train_words;
     uint64_t seed;
-} Lab;
+} SamplingInputs;
 
 // The start of the first line of at least PROMPT_MIN_LINE bytes at or after offset `from`
 // of the validation text, wrapping around to its start; dies when there is none.
@@ -180,7 +180,7 @@ static void measure_position(Setting *settings, int n_settings, const float *log
 // Windows of the validation text: BOS then up to window - 1 tokens from a long line at
 // n_windows evenly spaced points. Writes the tokens of window i to tokens + i * window, its
 // length to lens[i]; returns the total number of positions (each predicts the next token).
-static int heldout_windows(const Lab *lab, int n_windows, int window, int *tokens, int *lens) {
+static int heldout_windows(const SamplingInputs *lab, int n_windows, int window, int *tokens, int *lens) {
     const Corpus *c = &lab->corpus;
     size_t max_bytes = (size_t)window * BYTES_PER_TOKEN_BOUND;
     int *buf = mallocCheck(tokenizer_max_tokens(max_bytes) * sizeof(int));
@@ -218,7 +218,7 @@ typedef struct {
 } HeldOut;
 
 // Prefill every window, with all its positions' logits, and measure every setting at each.
-static HeldOut measure_heldout(Lab *lab, const Sizes *sz) {
+static HeldOut measure_heldout(SamplingInputs *lab, const Sizes *sz) {
     const Config *c = &lab->model.config;
     int V = c->vocab_size, window = sz->window < c->seq_len ? sz->window : c->seq_len;
     int *tokens = mallocCheck((size_t)sz->n_windows * window * sizeof(int));
@@ -265,7 +265,7 @@ typedef struct {
 
 // n prompts: validation lines at n evenly spaced points, cut at their last space within
 // PROMPT_BYTES bytes.
-static void choose_prompts(const Lab *lab, int n, Prompts *pr) {
+static void choose_prompts(const SamplingInputs *lab, int n, Prompts *pr) {
     const Corpus *c = &lab->corpus;
     *pr = (Prompts){n, mallocCheck(n * sizeof(int *)), mallocCheck(n * sizeof(int)), mallocCheck(n * sizeof(char *))};
     for (int i = 0; i < n; i++) {
@@ -287,7 +287,7 @@ static void prompts_free(Prompts *pr) {
 // Continue B prompts, prompt b with samplers[b], in one decode batch for gen_len tokens each:
 // out (B, gen_len). BOS and EOS are masked for the sampler; the returned NLL (summed over
 // every generated token) is the model's, at T = 1, from its unmasked logits.
-static double generate_batch(Lab *lab, int *const *prompts, const int *prompt_lens, Sampler *samplers, int B,
+static double generate_batch(SamplingInputs *lab, int *const *prompts, const int *prompt_lens, Sampler *samplers, int B,
                              int gen_len, int *out) {
     int V = lab->model.config.vocab_size, longest = 0;
     for (int b = 0; b < B; b++) longest = prompt_lens[b] > longest ? prompt_lens[b] : longest;
@@ -333,7 +333,7 @@ typedef struct {
 } GenStats;
 
 // Every prompt continued under params, prompt b with seed lab->seed + b.
-static GenStats generate_under(Lab *lab, const Prompts *pr, SamplerParams params, int gen_len) {
+static GenStats generate_under(SamplingInputs *lab, const Prompts *pr, SamplerParams params, int gen_len) {
     Sampler *samplers = mallocCheck(pr->n * sizeof(Sampler));
     Error err;
     for (int b = 0; b < pr->n; b++) {
@@ -397,7 +397,7 @@ static void write_filters(LabRun *r, const HeldOut *h) {
 }
 
 // Temperature rows: the held-out distribution, then continuations generated at that temperature.
-static void write_temperature(LabRun *r, Lab *lab, const Prompts *pr, const HeldOut *ho, int gen_len) {
+static void write_temperature(LabRun *r, SamplingInputs *lab, const Prompts *pr, const HeldOut *ho, int gen_len) {
     char fields[256];
     CsvWriter w = lab_csv(r, TABLE_TEMPERATURE);
     for (int i = 0; i < ho->n_settings; i++) {
@@ -415,7 +415,7 @@ static void write_temperature(LabRun *r, Lab *lab, const Prompts *pr, const Held
     csv_close(&w);
 }
 
-static void write_penalty(LabRun *r, Lab *lab, const Prompts *pr, int gen_len) {
+static void write_penalty(LabRun *r, SamplingInputs *lab, const Prompts *pr, int gen_len) {
     char fields[256];
     CsvWriter w = lab_csv(r, TABLE_PENALTY);
     for (int i = 0; i < COUNT(PENALTY_TEMPERATURES); i++) {
@@ -454,7 +454,7 @@ static char *printable(const unsigned char *s, size_t n) {
 }
 
 // One prompt under the classic settings, each with the run's seed.
-static void write_samples(LabRun *r, Lab *lab, const Prompts *pr, int sample_len) {
+static void write_samples(LabRun *r, SamplingInputs *lab, const Prompts *pr, int sample_len) {
     typedef struct {
         const char *name;
         float temperature, top_p, repetition_penalty;
@@ -520,7 +520,7 @@ static const LabOption OPTIONS[] = {
 };
 
 // The model, its tokenizer, the corpus and its training words.
-static void load_inputs(Lab *lab) {
+static void load_inputs(SamplingInputs *lab) {
     Error err;
     if (checkpoint_load(model_path, tokenizer_path, &lab->model, &lab->tok, &err)) die("%s", err.msg);
     if (lab->tok.vocab_size != lab->model.config.vocab_size)
@@ -533,7 +533,7 @@ static void load_inputs(Lab *lab) {
     lab->n_train_words = lab->words.n_words;
 }
 
-static void free_inputs(Lab *lab) {
+static void free_inputs(SamplingInputs *lab) {
     word_index_free(&lab->words);
     corpus_free(&lab->corpus);
     tokenizer_free(&lab->tok);
@@ -542,7 +542,7 @@ static void free_inputs(Lab *lab) {
 
 static int run(LabRun *r) {
     const Sizes *sz = r->quick ? &QUICK : &FULL;
-    Lab lab = {.seed = seed};
+    SamplingInputs lab = {.seed = seed};
     load_inputs(&lab);
 
     Prompts pr;

@@ -1,4 +1,4 @@
-// serving/main.c: bin/serving, issue 17 (lecture 10): serving requests that arrive over time,
+// serving/main.c: bin/serving (lecture 10): serving requests that arrive over time,
 // measured the way serving engines are measured.
 //
 //   bin/serving --model out/models/target.gguf [--out out/<hw>] [--profile quick|full]
@@ -24,7 +24,7 @@
 // batching over the paged cache with every request arriving at once. Past this machine the
 // same scheduler runs on a step-cost model (no tokens computed): Llama-2-13B in bf16 on an
 // H100 SXM and an H200 (templates/hardware.csv, model_presets.csv), each forward the
-// roofline time of the hardware-budget formulas (experiments/hardware_budget/budget.h) of
+// roofline time of the hardware-budget formulas (experiments/lab/budget.h) of
 // its rows and the keys they read, scaled by a bandwidth efficiency and a fixed overhead
 // per step fitted to the lecture's H100 figures (batch 1: 13 ms a step, batch 64: 20 ms) at
 // --calibration-context positions per sequence.
@@ -62,9 +62,20 @@ typedef struct {
 } Sizes;
 
 // The full sweep: about 60 runs of 64 requests on the full target (see the section's note).
-static const Sizes FULL = {64, 80, 48, 48, 5, {0.25, 0.5, 0.75, 1.0, 1.25}, 5, {1, 2, 4, 8, 16},
-                           4, {16, 32, 64, 96}, 1000};
-static const Sizes QUICK = {12, 40, 16, 16, 3, {0.5, 1.0, 1.5}, 3, {1, 4, 16}, 2, {8, 16}, 200};
+static const Sizes FULL = {
+    .n_requests = 64, .passage_len = 80, .max_output = 48, .prefix_len = 48,
+    .n_loads = 5, .loads = {0.25, 0.5, 0.75, 1.0, 1.25},
+    .n_batches = 5, .batches = {1, 2, 4, 8, 16},
+    .n_prefixes = 4, .prefixes = {16, 32, 64, 96},
+    .sim_requests = 1000,
+};
+static const Sizes QUICK = {
+    .n_requests = 12, .passage_len = 40, .max_output = 16, .prefix_len = 16,
+    .n_loads = 3, .loads = {0.5, 1.0, 1.5},
+    .n_batches = 3, .batches = {1, 4, 16},
+    .n_prefixes = 2, .prefixes = {8, 16},
+    .sim_requests = 200,
+};
 
 // The real runs' scheduler: 8 sequences decode together and a forward takes 16 rows, so a
 // chunked step always has room for a prompt chunk; KV memory for 4 whole contexts.

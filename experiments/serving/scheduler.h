@@ -1,4 +1,4 @@
-// scheduler.h: the serving experiment's scheduler (issue 17, lecture 10): requests that
+// scheduler.h: the serving experiment's scheduler (lecture 10): requests that
 // arrive over time are admitted into a running batch and served step by step on one engine,
 // with a token budget per step, admission limited by free KV memory, and preemption by
 // recompute when it runs out.

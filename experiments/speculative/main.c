@@ -97,10 +97,20 @@ static const int FULL_GAMMAS[] = {1, 2, 3, 4, 6, 8};
 static const double FULL_TEMPERATURES[] = {0, 0.7, 1.0};
 static const int QUICK_GAMMAS[] = {1, 2, 4, 8};
 static const double QUICK_TEMPERATURES[] = {0, 1.0};
-static const Sizes FULL = {4, 64, 128, FULL_GAMMAS, COUNT(FULL_GAMMAS), FULL_TEMPERATURES, COUNT(FULL_TEMPERATURES),
-                           1, 3, 200};
-static const Sizes QUICK = {2, 32, 48, QUICK_GAMMAS, COUNT(QUICK_GAMMAS), QUICK_TEMPERATURES,
-                            COUNT(QUICK_TEMPERATURES), 1, 3, 30};
+static const Sizes FULL = {
+    .n_prompts = 4, .prompt_len = 64, .gen_len = 128,
+    .gammas = FULL_GAMMAS, .n_gammas = COUNT(FULL_GAMMAS),
+    .temperatures = FULL_TEMPERATURES, .n_temperatures = COUNT(FULL_TEMPERATURES),
+    .warmup = 1, .reps = 3,
+    .step_reps = 200,
+};
+static const Sizes QUICK = {
+    .n_prompts = 2, .prompt_len = 32, .gen_len = 48,
+    .gammas = QUICK_GAMMAS, .n_gammas = COUNT(QUICK_GAMMAS),
+    .temperatures = QUICK_TEMPERATURES, .n_temperatures = COUNT(QUICK_TEMPERATURES),
+    .warmup = 1, .reps = 3,
+    .step_reps = 30,
+};
 
 typedef struct {
     char name[64];   // the checkpoint's file stem, or "lookup"
@@ -129,7 +139,7 @@ typedef struct {
     BenchStats target_step;
     BenchStats *verify;       // (max_gamma + 1): [k - 1] is a k-row forward
     BenchStats *distribution; // (n_temperatures): the sampler's distribution and draw of one row
-} Lab;
+} SpecRun;
 
 // --- inputs -----------------------------------------------------------------------------------
 
@@ -138,7 +148,7 @@ static uint64_t seed;
 
 // Prompt i: BOS, then the validation text from the first line start at or after offset
 // i * val_len / n, cut to prompt_len tokens.
-static void choose_prompts(Lab *lab) {
+static void choose_prompts(SpecRun *lab) {
     const Corpus *c = &lab->corpus;
     int n = lab->sz->n_prompts, P = lab->sz->prompt_len;
     size_t max_bytes = (size_t)P * BYTES_PER_TOKEN_BOUND;
@@ -176,7 +186,7 @@ static void file_stem(char *out, size_t size, const char *path) {
 }
 
 // --drafts A,B,C: the checkpoints in the order given, then the lookup draft.
-static void parse_drafts(Lab *lab, char *list) {
+static void parse_drafts(SpecRun *lab, char *list) {
     for (char *p = list, *next; p; p = next) {
         next = strchr(p, ',');
         if (next) *next++ = '\0';
@@ -196,7 +206,7 @@ static void parse_drafts(Lab *lab, char *list) {
 
 // The target, its tokenizer, the corpus and the prompts, every draft checkpoint, and an
 // engine and session each (room for the prompt in one pass and gamma + 1 verification rows).
-static void load_inputs(Lab *lab) {
+static void load_inputs(SpecRun *lab) {
     Error err;
     if (checkpoint_load(model_path, tokenizer_path, &lab->model, &lab->tok, &err)) die("%s", err.msg);
     const Config *tc = &lab->model.config;
@@ -225,7 +235,7 @@ static void load_inputs(Lab *lab) {
     }
 }
 
-static void free_inputs(Lab *lab) {
+static void free_inputs(SpecRun *lab) {
     for (int i = 0; i < lab->n_drafts; i++) {
         Draft *d = &lab->drafts[i];
         if (is_lookup(d)) continue;
@@ -272,7 +282,7 @@ static void forward_once(const Forward *f, int *scratch) {
     session_truncate(f->session, f->n);
 }
 
-static Sampler make_sampler(const Lab *lab, double temperature, int prompt) {
+static Sampler make_sampler(const SpecRun *lab, double temperature, int prompt) {
     SamplerParams p = sampler_params_default();
     p.temperature = (float)temperature;
     p.seed = lab->seed + (uint64_t)prompt;
@@ -286,7 +296,7 @@ static Sampler make_sampler(const Lab *lab, double temperature, int prompt) {
 // for every draft's q and every verified row's p, and plain decoding once per token): the
 // processed distribution of the target's logits after tokens[0..n) and a draw from it.
 // ms: room for step_reps timings.
-static void measure_distributions(Lab *lab, const int *tokens, int n, double *ms) {
+static void measure_distributions(SpecRun *lab, const int *tokens, int n, double *ms) {
     int V = lab->model.config.vocab_size, reps = lab->sz->step_reps;
     float *probs = mallocCheck((size_t)V * sizeof(float));
     reset_session(&lab->session, tokens, n);
@@ -311,7 +321,7 @@ static void measure_distributions(Lab *lab, const int *tokens, int n, double *ms
 // target's verification of 1..max_gamma + 1 rows, after prompt 0. They are timed round-robin,
 // one call of each per round after 3 untimed rounds, so that a burst of load on the machine
 // falls on all of them alike rather than on whichever was being timed.
-static void measure_costs(Lab *lab) {
+static void measure_costs(SpecRun *lab) {
     int P = lab->sz->prompt_len, V = lab->model.config.vocab_size, K = lab->max_gamma + 1, reps = lab->sz->step_reps;
     int n = 1 + lab->n_drafts + K;
     progress("speculative: timing single forwards of the target and each draft");
@@ -344,8 +354,13 @@ static void measure_costs(Lab *lab) {
     free(ms), free(f), free(logits), free(scratch), free(tokens);
 }
 
-static double cost_c(const Lab *lab, const Draft *d) { return d->step.median_ms / lab->target_step.median_ms; }
-static double verify_v(const Lab *lab, int rows) { return lab->verify[rows - 1].median_ms / lab->verify[0].median_ms; }
+static double cost_c(const SpecRun *lab, const Draft *d) {
+    return d->step.median_ms / lab->target_step.median_ms;
+}
+
+static double verify_v(const SpecRun *lab, int rows) {
+    return lab->verify[rows - 1].median_ms / lab->verify[0].median_ms;
+}
 
 // --- generation runs --------------------------------------------------------------------------
 
@@ -354,7 +369,7 @@ static double verify_v(const Lab *lab, int rows) { return lab->verify[rows - 1].
 // speculative decoding with d at gamma. out (n_prompts, gen_len) gets the tokens, stats
 // (speculative only) the counts and times summed over prompts. Returns the seconds spent
 // generating.
-static double generate_run(Lab *lab, Draft *d, int gamma, double temperature, int *out, SpecStats *stats) {
+static double generate_run(SpecRun *lab, Draft *d, int gamma, double temperature, int *out, SpecStats *stats) {
     int P = lab->sz->prompt_len, G = lab->sz->gen_len;
     int *seq = mallocCheck((size_t)(P + G) * sizeof(int));
     Session *draft = d && !is_lookup(d) ? &d->session : NULL;
@@ -402,7 +417,7 @@ typedef struct {
     SpecStats first;
 } Series;
 
-static Series series_open(const Lab *lab, Draft *d, int gamma, double temperature) {
+static Series series_open(const SpecRun *lab, Draft *d, int gamma, double temperature) {
     size_t n_tokens = (size_t)lab->sz->n_prompts * lab->sz->gen_len;
     return (Series){d, gamma, temperature, {.tokens = mallocCheck(n_tokens * sizeof(int))},
                     mallocCheck(n_tokens * sizeof(int)), mallocCheck(lab->sz->reps * sizeof(double)),
@@ -410,7 +425,7 @@ static Series series_open(const Lab *lab, Draft *d, int gamma, double temperatur
 }
 
 // Run `rep` (negative: a warm-up, -warmup the first of all).
-static void series_run(Series *s, Lab *lab, int rep) {
+static void series_run(Series *s, SpecRun *lab, int rep) {
     int is_first = rep == -lab->sz->warmup;
     SpecStats *st = rep < 0 ? &s->first : &s->stats[rep];
     double seconds = generate_run(lab, s->d, s->gamma, s->temperature, is_first ? s->m.tokens : s->again, st);
@@ -430,7 +445,7 @@ static int closest_to(const double *x, int n, double value) {
     return best;
 }
 
-static Measured series_close(Series *s, const Lab *lab) {
+static Measured series_close(Series *s, const SpecRun *lab) {
     int reps = lab->sz->reps;
     s->m.ms = bench_stats(s->ms, reps);
     s->m.stats = s->stats[closest_to(s->ms, reps, s->m.ms.median_ms)];
@@ -440,7 +455,7 @@ static Measured series_close(Series *s, const Lab *lab) {
 
 // The target's top-2 logit margin before generated token j of prompt b, as plain decoding
 // computed it (the prompt in one prefill, then one decode step per token).
-static double top2_margin(Lab *lab, int b, const int *plain, int j) {
+static double top2_margin(SpecRun *lab, int b, const int *plain, int j) {
     int P = lab->sz->prompt_len, V = lab->model.config.vocab_size;
     Error err;
     reset_session(&lab->session, lab->prompts + (size_t)b * P, P);
@@ -451,7 +466,7 @@ static double top2_margin(Lab *lab, int b, const int *plain, int j) {
 
 // T = 0: the margin at the first token where speculative output left plain greedy decoding
 // (also reported on stderr), or NAN when every prompt's tokens agree.
-static double greedy_divergence(Lab *lab, const Draft *d, int gamma, const int *plain, const int *spec) {
+static double greedy_divergence(SpecRun *lab, const Draft *d, int gamma, const int *plain, const int *spec) {
     int G = lab->sz->gen_len;
     for (int b = 0; b < lab->sz->n_prompts; b++) {
         const int *x = plain + (size_t)b * G, *y = spec + (size_t)b * G;
@@ -480,11 +495,11 @@ typedef struct {
     Result *spec; // (n_temperatures, n_drafts, n_gammas)
 } Sweep;
 
-static Result *result_at(const Lab *lab, const Sweep *s, int t, int d, int g) {
+static Result *result_at(const SpecRun *lab, const Sweep *s, int t, int d, int g) {
     return &s->spec[((size_t)t * lab->n_drafts + d) * lab->sz->n_gammas + g];
 }
 
-static void measure_setting(Lab *lab, Draft *d, int gamma, double temperature, Result *r) {
+static void measure_setting(SpecRun *lab, Draft *d, int gamma, double temperature, Result *r) {
     Series plain = series_open(lab, NULL, 0, temperature), spec = series_open(lab, d, gamma, temperature);
     for (int rep = -lab->sz->warmup; rep < lab->sz->reps; rep++) {
         series_run(&plain, lab, rep);
@@ -495,7 +510,7 @@ static void measure_setting(Lab *lab, Draft *d, int gamma, double temperature, R
     r->divergence_margin = temperature == 0 ? greedy_divergence(lab, d, gamma, r->plain.tokens, r->m.tokens) : NAN;
 }
 
-static Sweep run_sweep(Lab *lab) {
+static Sweep run_sweep(SpecRun *lab) {
     const Sizes *sz = lab->sz;
     int per_t = lab->n_drafts * sz->n_gammas, total = sz->n_temperatures * per_t;
     Sweep s = {mallocCheck((size_t)total * sizeof(Result))};
@@ -509,7 +524,7 @@ static Sweep run_sweep(Lab *lab) {
     return s;
 }
 
-static void sweep_free(const Lab *lab, Sweep *s) {
+static void sweep_free(const SpecRun *lab, Sweep *s) {
     for (int t = 0; t < lab->sz->n_temperatures; t++)
         for (int d = 0; d < lab->n_drafts; d++)
             for (int g = 0; g < lab->sz->n_gammas; g++) {
@@ -543,7 +558,7 @@ static const LabTable TABLES[] = {
     {0},
 };
 
-static void write_runs(LabRun *r, const Lab *lab, const Sweep *s) {
+static void write_runs(LabRun *r, const SpecRun *lab, const Sweep *s) {
     const Sizes *sz = lab->sz;
     int n_tokens = sz->n_prompts * sz->gen_len;
     double *verify_ms = mallocCheck((size_t)(lab->max_gamma + 1) * sizeof(double));
@@ -582,7 +597,7 @@ static void write_runs(LabRun *r, const Lab *lab, const Sweep *s) {
     free(verify_ms);
 }
 
-static void write_positions(LabRun *r, const Lab *lab, const Sweep *s) {
+static void write_positions(LabRun *r, const SpecRun *lab, const Sweep *s) {
     const Sizes *sz = lab->sz;
     CsvWriter w = lab_csv(r, TABLE_POSITIONS);
     for (int t = 0; t < sz->n_temperatures; t++)
@@ -601,7 +616,7 @@ static void write_positions(LabRun *r, const Lab *lab, const Sweep *s) {
 }
 
 // Alpha of draft d at temperature t over every gamma: accepted / drafted summed.
-static double pooled_alpha(const Lab *lab, const Sweep *s, int t, int d, long *drafted, long *accepted) {
+static double pooled_alpha(const SpecRun *lab, const Sweep *s, int t, int d, long *drafted, long *accepted) {
     *drafted = *accepted = 0;
     for (int g = 0; g < lab->sz->n_gammas; g++) {
         const SpecStats *st = &result_at(lab, s, t, d, g)->m.stats;
@@ -611,7 +626,7 @@ static double pooled_alpha(const Lab *lab, const Sweep *s, int t, int d, long *d
     return *drafted > 0 ? (double)*accepted / *drafted : NAN;
 }
 
-static void write_alpha(LabRun *r, const Lab *lab, const Sweep *s) {
+static void write_alpha(LabRun *r, const SpecRun *lab, const Sweep *s) {
     CsvWriter w = lab_csv(r, TABLE_ALPHA);
     for (int t = 0; t < lab->sz->n_temperatures; t++)
         for (int d = 0; d < lab->n_drafts; d++) {
@@ -623,7 +638,7 @@ static void write_alpha(LabRun *r, const Lab *lab, const Sweep *s) {
     csv_close(&w);
 }
 
-static void write_costs(LabRun *r, const Lab *lab) {
+static void write_costs(LabRun *r, const SpecRun *lab) {
     CsvWriter w = lab_csv(r, TABLE_COST);
     const BenchStats *b = &lab->target_step;
     csv_row(&w, "cpu,target,%.6g,%.6g,%.6g,%.6g,%d,1", (double)lab->model.n_params, b->median_ms, b->p10_ms,
@@ -643,7 +658,7 @@ static void write_costs(LabRun *r, const Lab *lab) {
 }
 
 // The best gamma of draft d at temperature t (highest measured speed-up); its speed-up in *best.
-static int best_gamma(const Lab *lab, const Sweep *s, int t, int d, double *best) {
+static int best_gamma(const SpecRun *lab, const Sweep *s, int t, int d, double *best) {
     int arg = 0;
     *best = -INFINITY;
     for (int g = 0; g < lab->sz->n_gammas; g++) {
@@ -654,7 +669,7 @@ static int best_gamma(const Lab *lab, const Sweep *s, int t, int d, double *best
     return arg;
 }
 
-static void finding_row(CsvWriter *w, const Lab *lab, const char *finding, int t, int d, int g, double value,
+static void finding_row(CsvWriter *w, const SpecRun *lab, const char *finding, int t, int d, int g, double value,
                         const char *verdict) {
     char gamma[16] = "nan";
     if (g >= 0) snprintf(gamma, sizeof gamma, "%d", lab->sz->gammas[g]);
@@ -663,7 +678,7 @@ static void finding_row(CsvWriter *w, const Lab *lab, const char *finding, int t
 
 // Per temperature: the best setting, each draft's best, and the two questions over the model
 // drafts (by parameter count); then the best setting of all.
-static void write_findings(LabRun *r, const Lab *lab, const Sweep *s) {
+static void write_findings(LabRun *r, const SpecRun *lab, const Sweep *s) {
     int n_models = lab->n_drafts - 1; // the lookup draft is last
     double sizes[MAX_DRAFTS], best[MAX_DRAFTS], alpha[MAX_DRAFTS], overall = -INFINITY;
     int arg[MAX_DRAFTS], overall_t = 0, overall_d = 0;
@@ -710,7 +725,7 @@ static const LabOption OPTIONS[] = {
 };
 
 static int run(LabRun *r) {
-    Lab lab = {.sz = r->quick ? &QUICK : &FULL, .seed = seed};
+    SpecRun lab = {.sz = r->quick ? &QUICK : &FULL, .seed = seed};
     for (int g = 0; g < lab.sz->n_gammas; g++)
         lab.max_gamma = lab.sz->gammas[g] > lab.max_gamma ? lab.sz->gammas[g] : lab.max_gamma;
     char *drafts = drafts_arg ? strdup(drafts_arg) : NULL;

@@ -65,7 +65,7 @@ size_t attention_naive(float *out, const float *q, const float *k, const float *
 // multiple of NR, is first copied into zero-padded buffers.
 
 // Sizes measured on the 2-core EPYC Zen 4 (flash GFLOP/s at T = 1K and 2K, no mask, 2
-// threads, interleaved medians; issue 18's note): MR 6 -> 8 gained ~2%, 96 -> 128-row tiles
+// threads, interleaved medians): MR 6 -> 8 gained ~2%, 96 -> 128-row tiles
 // ~6% (64 gave nothing); the tiles of a thread, ~200 KB, sit in its L2.
 enum {
     MR = 8,             // register block of tile_matmul: MR rows x NR columns of accumulators,

@@ -1,4 +1,4 @@
-// blas_core.c: make OpenBLAS run the kernel set this CPU can run (issue 18).
+// blas_core.c: make OpenBLAS run the kernel set this CPU can run.
 //
 // Debian's OpenBLAS is built with DYNAMIC_ARCH: when the library loads it reads CPUID and
 // picks a kernel set ("Haswell", "SkylakeX", "Zen", ...). On a CPU it does not recognise it

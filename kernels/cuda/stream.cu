@@ -1,5 +1,5 @@
 // stream.cu: device memory bandwidth, McCalpin's STREAM copy and triad on the GPU (see
-// kernels_cuda.h), the device twin of experiments/engine/peak.c's CPU kernels, for the
+// kernels_cuda.h), the device twin of experiments/lab/peak.c's CPU kernels, for the
 // hardware budget's measured GPU row. Grid-stride loops over doubles; each pass between its
 // own pair of CUDA events.
 #include "cuda_common.h"

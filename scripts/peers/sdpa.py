@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # sdpa.py: PyTorch's scaled_dot_product_attention on the CPU at the shapes bin/attention_kernels
-# measures (fp32, B = 1, H = 4, D = 64), the peer of our flash kernel (issue 18). Not in CI:
+# measures (fp32, B = 1, H = 4, D = 64), the peer of our flash kernel. Not in CI:
 #   pip install torch && python3 scripts/peers/sdpa.py --threads 2 [--t 1024 4096 16384]
 # Prints one CSV row per (T, causal): median ms over --reps runs after one warm-up, and GFLOP/s
 # counted as bin/attention_kernels counts them (4 T^2 D per head, half of it under a mask).

@@ -1,11 +1,14 @@
 // attention_bench.cu: one measurement of a full-sequence attention implementation on the GPU
-// (see kernels_cuda.h), the CUDA half of the attention_kernels experiment: random inputs,
+// (see attention_bench.h), the CUDA half of the attention_kernels experiment: random inputs,
 // CUDA-event timing after warm-up, the peak device memory the run held (tracking allocator),
-// and the error against the CPU's double-precision reference on a spread of query rows.
+// and the error against the CPU's double-precision reference on a spread of query rows. It
+// drives the kernels through kernels_cuda.h, and takes the CUDA backend's checked calls and
+// element types from its shared header, kernels/cuda/cuda_common.h.
 #include <math.h>
 #include <stdlib.h>
 
-#include "cuda_common.h"
+#include "attention_bench.h"
+#include "cuda/cuda_common.h"
 
 extern "C" {
 #include "reference.h"

@@ -6,7 +6,9 @@
 //   time >= max(FLOPs / peak FLOP/s, bytes moved / memory bandwidth)
 //
 // Also reads the two reference tables the budget is computed over: hardware datasheets
-// (templates/hardware.csv) and model shapes (templates/model_presets.csv).
+// (templates/hardware.csv) and model shapes (templates/model_presets.csv). In the harness, not
+// the engine, because it is the experiments' arithmetic over the report's reference tables, not
+// the model runtime: hardware_budget, attention_variants and serving compute with it.
 //
 //   ModelShape *models; HardwareSpec *hws; int n_models, n_hws;
 //   if (budget_load_models("templates/model_presets.csv", &models, &n_models, &err)) die("%s", err.msg);

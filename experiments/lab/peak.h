@@ -5,6 +5,9 @@
 // sgemm FLOP/s with a large square cblas_sgemm (2 n^3 FLOPs), and the physical ceiling the
 // sgemm is measured against: a register-only loop of independent fused multiply-adds at the
 // widest vector width this build targets (2 FLOPs per lane per FMA).
+// In the harness because several experiments measure against these figures: hardware_budget
+// (the machine's row and roofline), attention_kernels (the sgemm ceiling of its chart) and
+// quantization (the STREAM bandwidth its decode is held to).
 //
 //   size_t n = stream_array_len(peak_llc_bytes(), 64u << 20);
 //   StreamResult r = stream_measure(STREAM_TRIAD, n, omp_get_max_threads(), 10);
