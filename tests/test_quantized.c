@@ -1,7 +1,8 @@
 // test_quantized.c: quantised models (experiments/engine/quantized.h) through the engine and GGUF.
 //   - an engine on quantised weights (every format) gives the logits of the plain reference
 //     forward on the dequantised weights (relative error <= 1e-4, as the fp32 engine test);
-//   - engine_open(..., q4_0) quantises the host matrices as quant_weights_build does;
+//   - engine_open(..., q4_0) quantises the host matrices as quant_weights_build does; a CLA
+//     model quantises the matrices its layers have and runs as the reference (1e-4);
 //   - a quantised GGUF reloads to identical tensors (types, shapes, bytes), the host weights
 //     to their dequantised values, and the engine to bit-identical logits;
 //   - matrices whose rows a type cannot hold stay fp32 and are written as F32;
@@ -95,6 +96,40 @@ static void test_engine_matches_reference_on_dequantized_weights(void **state) {
     quant_int_dot_enable(was);
 }
 
+// A CLA model (3 layers, pairs sharing keys and values: only layers 0 and 2 have wk / wv)
+// quantises every matrix the architecture's table lists for it, and runs as the reference.
+static void test_cla_model_quantizes(void **state) {
+    (void)state;
+    int was = quant_int_dot_enable(0);
+    const DType types[] = {DTYPE_Q8_0, DTYPE_I4_G64};
+    for (int k = 0; k < 2; k++) {
+        Config c = quant_config(1);
+        c.n_layers = 3;
+        c.kv_share = 2;
+        Model m;
+        random_model(&m, &c, 33, 0.15f);
+        m.quant = mallocCheck(sizeof *m.quant);
+        quant_weights_build(m.quant, &m, types[k]);
+        quant_weights_dequantize_into(m.quant, &m);
+        assert_int_equal(m.quant->n, 1 + 3 * 5 + 2 * 2); // embedding, per layer wq wo w1 w2 w3, wk wv twice
+        int tokens[N_SEQ][MAX_LEN], V = c.vocab_size;
+        float *got[N_SEQ], *ref = mallocCheck((size_t)MAX_LEN * V * sizeof(float));
+        sequence_tokens(tokens, V);
+        for (int b = 0; b < N_SEQ; b++) got[b] = mallocCheck((size_t)MAX_LEN * V * sizeof(float));
+        run_sequences(&m, ops_cpu(), DTYPE_F32, tokens, got);
+        for (int b = 0; b < N_SEQ; b++) {
+            int n = PROMPT_LENS[b] + STEPS;
+            ref_forward(&m, tokens[b], n, ref, NULL, DTYPE_F32);
+            double e = max_rel_error(got[b], ref, (size_t)n * V);
+            if (!(e <= 1e-4)) fail_msg("CLA %s: relative logit error %g", dtype_name(types[k]), e);
+            free(got[b]);
+        }
+        free(ref);
+        model_free(&m);
+    }
+    quant_int_dot_enable(was);
+}
+
 static void test_engine_open_quantizes(void **state) {
     (void)state;
     Config c = quant_config(1);
@@ -176,21 +211,21 @@ static void test_gguf_reload_is_identical(void **state) {
 // matrix (and 100 of the wider ones), 10; their weight columns are made 30x larger, as
 // LLM.int8()'s outlier features are.
 static float **injected_outliers(Model *m, float threshold, int *n_out) {
-    const float *host[64];
-    int rows[64], cols[64];
-    int n = model_matrices(m, host, rows, cols);
+    int n;
+    ModelTensor *t = model_matrix_list(m, &n);
     float **col_max = mallocCheck(n * sizeof(float *));
     const int picks[] = {3, 40, 100};
     for (int i = 0; i < n; i++) {
-        col_max[i] = mallocCheck((size_t)cols[i] * sizeof(float));
-        for (int j = 0; j < cols[i]; j++) col_max[i][j] = 1.0f;
+        int rows = (int)t[i].rows, cols = (int)t[i].cols;
+        col_max[i] = mallocCheck((size_t)cols * sizeof(float));
+        for (int j = 0; j < cols; j++) col_max[i][j] = 1.0f;
         for (int p = 0; p < 3; p++)
-            if (picks[p] < cols[i]) {
+            if (picks[p] < cols) {
                 col_max[i][picks[p]] = 2.0f * threshold;
-                float *w = m->params + (host[i] - m->params);
-                for (int r = 0; r < rows[i]; r++) w[(size_t)r * cols[i] + picks[p]] *= 30.0f;
+                for (int r = 0; r < rows; r++) t[i].data[(size_t)r * cols + picks[p]] *= 30.0f;
             }
     }
+    free(t);
     *n_out = n;
     return col_max;
 }
@@ -458,6 +493,7 @@ static void test_quantize_tool(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_engine_matches_reference_on_dequantized_weights),
+        cmocka_unit_test(test_cla_model_quantizes),
         cmocka_unit_test(test_engine_open_quantizes),
         cmocka_unit_test(test_gguf_reload_is_identical),
         cmocka_unit_test(test_reference_reader_reads_q8_0_and_q4_0),

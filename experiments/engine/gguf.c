@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "quant.h"
 #include "quantized.h"
 
@@ -700,55 +701,12 @@ void gguf_write(const GGUFWriter *w, const char *path) {
 
 // --- model checkpoints ---------------------------------------------------------------------
 
-// One tensor of the model: its GGUF name, its (rows, cols) shape (rows = 0: a vector of cols)
-// and where it lives in the weight block.
-typedef struct {
-    char name[48];
-    size_t rows, cols;
-    float *data;
-} ModelTensor;
-
-static void model_tensor(ModelTensor *t, const char *name, int layer, float *data, size_t rows, size_t cols) {
-    if (layer < 0)
-        snprintf(t->name, sizeof t->name, "%s", name);
-    else
-        snprintf(t->name, sizeof t->name, "blk.%d.%s.weight", layer, name);
-    t->rows = rows;
-    t->cols = cols;
-    t->data = data;
-}
-
-static size_t max_model_tensors(const Config *c) { return 9 * (size_t)c->n_layers + 4; }
-
-// The model's tensors in file order; returns how many (at most max_model_tensors). A CLA
-// layer without keys and values of its own has no KV tensors; an MLA layer's are llama.cpp's
-// deepseek2 pair attn_kv_a_mqa ([c_kv; k_R] rows) and attn_kv_b (per head [W_uk; W_uv]).
-static size_t model_tensors(const Config *c, const Weights *w, ModelTensor *t) {
-    size_t C = c->dim, H = c->hidden_dim, V = c->vocab_size, n = 0;
-    ModelDims d = model_dims(c);
-    size_t q = d.q, o = d.o, kv = d.kv, lat = d.latent, kv_b = d.kv_b, dc = c->kv_lora_rank;
-    model_tensor(&t[n++], "token_embd.weight", -1, w->token_embedding, V, C);
-    for (int l = 0; l < c->n_layers; l++) {
-        size_t g = (size_t)(l / c->kv_share);
-        model_tensor(&t[n++], "attn_norm", l, w->rms_att + l * C, 0, C);
-        model_tensor(&t[n++], "attn_q", l, w->wq + l * q * C, q, C);
-        if (l % c->kv_share == 0 && kv) {
-            model_tensor(&t[n++], "attn_k", l, w->wk + g * kv * C, kv, C);
-            model_tensor(&t[n++], "attn_v", l, w->wv + g * kv * C, kv, C);
-        }
-        if (l % c->kv_share == 0 && lat) {
-            model_tensor(&t[n++], "attn_kv_a_mqa", l, w->wkv_a + g * lat * C, lat, C);
-            model_tensor(&t[n++], "attn_kv_b", l, w->wkv_b + g * kv_b * dc, kv_b, dc);
-        }
-        model_tensor(&t[n++], "attn_output", l, w->wo + l * C * o, C, o);
-        model_tensor(&t[n++], "ffn_norm", l, w->rms_ffn + l * C, 0, C);
-        model_tensor(&t[n++], "ffn_gate", l, w->w1 + l * H * C, H, C);
-        model_tensor(&t[n++], "ffn_down", l, w->w2 + l * C * H, C, H);
-        model_tensor(&t[n++], "ffn_up", l, w->w3 + l * H * C, H, C);
-    }
-    model_tensor(&t[n++], "output_norm.weight", -1, w->rms_final, 0, C);
-    if (!c->tied_embeddings) model_tensor(&t[n++], "output.weight", -1, w->wcls, V, C);
-    return n;
+// The model's tensors in file order (arch.h), malloc'd; *n: how many.
+static ModelTensor *model_tensor_list(const Model *m, size_t *n) {
+    *n = model_tensors(&m->config, &m->weights, NULL);
+    ModelTensor *t = mallocCheck(*n * sizeof *t);
+    model_tensors(&m->config, &m->weights, t);
+    return t;
 }
 
 static void config_to_gguf(GGUFWriter *w, const Config *c) {
@@ -923,7 +881,7 @@ void model_save_gguf(const char *path, const Model *m, const Tokenizer *tok, GGM
             c->vocab_size);
     GGUFWriter w;
     gguf_writer_init(&w);
-    gguf_set_string(&w, "general.architecture", "llama");
+    gguf_set_string(&w, "general.architecture", model_arch(c)->name);
     const QuantWeights *q = m->quant;
     // llama.cpp's file types: 0 all F32, 1 mostly F16, 2 mostly Q4_0, 7 mostly Q8_0
     uint32_t file_type = q ? (q->dtype == DTYPE_Q4_0 ? 2 : q->dtype == DTYPE_Q8_0 ? 7 : 0) : wtype == GGML_TYPE_F16;
@@ -934,8 +892,8 @@ void model_save_gguf(const char *path, const Model *m, const Tokenizer *tok, GGM
     }
     config_to_gguf(&w, c);
     if (tok) tokenizer_to_gguf(&w, tok);
-    ModelTensor *t = mallocCheck(max_model_tensors(c) * sizeof *t);
-    size_t n = model_tensors(c, &m->weights, t);
+    size_t n;
+    ModelTensor *t = model_tensor_list(m, &n);
     float **outlier_cols = mallocCheck(n * sizeof(float *)); // kept until the write
     for (size_t i = 0; i < n; i++) {
         uint64_t dims[2] = {t[i].cols, t[i].rows};
@@ -1098,35 +1056,26 @@ static int check_no_extra_layers(const GGUFFile *g, int n_layers, Error *err) {
 
 // A file with quantised matrices: keep their bytes as m->quant (the tensors the engine runs),
 // beside the dequantised host weights that load_model_tensor wrote.
-static int quantized_from_gguf(const GGUFFile *g, Model *m, const ModelTensor *t, size_t n, Error *err) {
-    int rc = 0, cap = 7 * m->config.n_layers + 2, quantized = 0, *rows = mallocCheck(cap * sizeof(int)),
-        *cols = mallocCheck(cap * sizeof(int));
-    const float **host = mallocCheck(cap * sizeof *host);
-    DType *types = mallocCheck(cap * sizeof *types), dtype = DTYPE_F32;
-    const uint8_t **bytes = mallocCheck(cap * sizeof *bytes);
-    const char **names = mallocCheck(cap * sizeof *names);
-    int n_matrices = model_matrices(m, host, rows, cols);
-    for (int k = 0; k < n_matrices; k++)
-        for (size_t i = 0; i < n; i++) {
-            if (t[i].data != host[k] || !t[i].rows) continue; // (a norm gain never starts a matrix)
-            const GGUFTensor *gt = gguf_find_tensor(g, t[i].name);
-            types[k] = (DType)ggml_type_dtype(gt->type);
-            if (types[k] == DTYPE_F16) types[k] = DTYPE_F32; // F16 runs as its fp32 host copy
-            if (dtype_is_quantized(types[k])) quantized = 1, dtype = types[k];
-            bytes[k] = gt->data;
-            names[k] = t[i].name;
-        }
+static int quantized_from_gguf(const GGUFFile *g, Model *m, Error *err) {
+    int rc = 0, quantized = 0, n;
+    ModelTensor *t = model_matrix_list(m, &n);
+    DType *types = mallocCheck((n ? n : 1) * sizeof *types), dtype = DTYPE_F32;
+    for (int k = 0; k < n; k++) {
+        types[k] = (DType)ggml_type_dtype(gguf_find_tensor(g, t[k].name)->type);
+        if (types[k] == DTYPE_F16) types[k] = DTYPE_F32; // F16 runs as its fp32 host copy
+        if (dtype_is_quantized(types[k])) quantized = 1, dtype = types[k];
+    }
     if (quantized) {
         m->quant = mallocCheck(sizeof *m->quant);
         quant_weights_layout(m->quant, m, dtype, types);
         for (int k = 0; k < m->quant->n && rc == 0; k++) {
             const Tensor *x = &m->quant->tensors[k];
             if (x->dtype == DTYPE_F32) continue;
-            memcpy((void *)x->data, bytes[k], (size_t)x->rows * dtype_row_bytes(x->dtype, x->cols));
-            rc = outliers_from_gguf(g, m, names[k], k, (float *)host[k], err);
+            memcpy((void *)x->data, gguf_find_tensor(g, t[k].name)->data, (size_t)x->rows * dtype_row_bytes(x->dtype, x->cols));
+            rc = outliers_from_gguf(g, m, t[k].name, k, t[k].data, err);
         }
     }
-    free(rows), free(cols), free(host), free(types), free(bytes), free(names);
+    free(t), free(types);
     return rc;
 }
 
@@ -1135,11 +1084,11 @@ static int weights_from_gguf(const GGUFFile *g, Model *m, Error *err) {
     if (c->tied_embeddings && gguf_find_tensor(g, "output.weight"))
         return error_set(err, "%s: the config ties the embeddings but the file has output.weight", g->path);
     if (check_no_extra_layers(g, c->n_layers, err)) return -1;
-    ModelTensor *t = mallocCheck(max_model_tensors(c) * sizeof *t);
-    size_t n = model_tensors(c, &m->weights, t);
+    size_t n;
+    ModelTensor *t = model_tensor_list(m, &n);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) rc = load_model_tensor(g, &t[i], err);
-    if (rc == 0) rc = quantized_from_gguf(g, m, t, n, err);
+    if (rc == 0) rc = quantized_from_gguf(g, m, err);
     free(t);
     return rc;
 }

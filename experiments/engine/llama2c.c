@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "arch.h"
 #include "checkpoint.h"
 #include "gguf.h"
 
@@ -28,41 +29,27 @@ typedef struct {
 
 #define MAX_SECTIONS 16
 
+// The weights of a llama2.c file, in its order: each tensor kind across all layers (arch.h's
+// names), and the RoPE tables (freq_cos, freq_sin) only the legacy format holds.
+static const char *const V0_ORDER[] = {"token_embd", "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+                                       "ffn_norm", "ffn_gate", "ffn_down", "ffn_up", "output_norm", "freq_cos",
+                                       "freq_sin", "output", NULL};
+static const char *const V1_ORDER[] = {"attn_norm", "ffn_norm", "output_norm", "token_embd", "attn_q", "attn_k",
+                                       "attn_v", "attn_output", "ffn_gate", "ffn_down", "ffn_up", "output", NULL};
+
 // The sections of a version-0 or version-1 file, in file order; returns how many.
 static int llama2c_sections(const Config *c, const Weights *w, int version, Section *s) {
-    size_t C = c->dim, H = c->hidden_dim, L = c->n_layers, V = c->vocab_size;
-    size_t q = (size_t)c->n_heads * c->head_dim, kv = (size_t)c->n_kv_heads * c->head_dim;
-    size_t freq = (size_t)c->seq_len * c->head_dim / 2;
-    Section emb = {SECTION_WEIGHTS, w->token_embedding, V * C};
-    Section rms_att = {SECTION_WEIGHTS, w->rms_att, L * C};
-    Section rms_ffn = {SECTION_WEIGHTS, w->rms_ffn, L * C};
-    Section rms_final = {SECTION_WEIGHTS, w->rms_final, C};
-    Section attn[4] = {{SECTION_WEIGHTS, w->wq, L * q * C},
-                       {SECTION_WEIGHTS, w->wk, L * kv * C},
-                       {SECTION_WEIGHTS, w->wv, L * kv * C},
-                       {SECTION_WEIGHTS, w->wo, L * C * q}};
-    Section ffn[3] = {{SECTION_WEIGHTS, w->w1, L * H * C},
-                      {SECTION_WEIGHTS, w->w2, L * C * H},
-                      {SECTION_WEIGHTS, w->w3, L * H * C}};
+    const char *const *order = version == 0 ? V0_ORDER : V1_ORDER;
     int n = 0;
-    if (version == 0) {
-        s[n++] = emb;
-        s[n++] = rms_att;
-        for (int i = 0; i < 4; i++) s[n++] = attn[i];
-        s[n++] = rms_ffn;
-        for (int i = 0; i < 3; i++) s[n++] = ffn[i];
-        s[n++] = rms_final;
-        s[n++] = (Section){SECTION_FREQ_COS, NULL, freq};
-        s[n++] = (Section){SECTION_FREQ_SIN, NULL, freq};
-    } else {
-        s[n++] = rms_att;
-        s[n++] = rms_ffn;
-        s[n++] = rms_final;
-        s[n++] = emb;
-        for (int i = 0; i < 4; i++) s[n++] = attn[i];
-        for (int i = 0; i < 3; i++) s[n++] = ffn[i];
+    for (int i = 0; order[i]; i++) {
+        int cos = strcmp(order[i], "freq_cos") == 0, sin = strcmp(order[i], "freq_sin") == 0;
+        if (cos || sin) {
+            s[n++] = (Section){cos ? SECTION_FREQ_COS : SECTION_FREQ_SIN, NULL, (size_t)c->seq_len * c->head_dim / 2};
+            continue;
+        }
+        const TensorSpec *spec = arch_find(model_arch(c), order[i]);
+        if (tensor_instances(c, spec)) s[n++] = (Section){SECTION_WEIGHTS, tensor_host(w, spec), tensor_floats(c, spec)};
     }
-    if (!c->tied_embeddings) s[n++] = (Section){SECTION_WEIGHTS, w->wcls, V * C};
     return n;
 }
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "common.h"
 #include "quant.h"
 #include "quantized.h"
@@ -74,31 +75,21 @@ ModelDims model_dims(const Config *c) {
 }
 
 size_t model_param_count(const Config *c) {
-    size_t C = c->dim, H = c->hidden_dim, L = c->n_layers, V = c->vocab_size;
-    ModelDims d = model_dims(c);
-    size_t per_layer = C + d.q * C + C * d.o + C + 3 * H * C;
-    size_t per_kv_layer = 2 * d.kv * C + d.latent * C + d.kv_b * c->kv_lora_rank;
-    return V * C + L * per_layer + d.L_kv * per_kv_layer + C + (c->tied_embeddings ? 0 : V * C);
+    const Arch *a = model_arch(c);
+    size_t n = 0;
+    for (int i = 0; i < a->n_tensors; i++) n += tensor_floats(c, &a->tensors[i]);
+    return n;
 }
 
+// Each tensor kind's instances in a run, in the table's order (arch.h); a tied head is the
+// embedding.
 void weights_map(Weights *w, const Config *c, float *p) {
-    size_t C = c->dim, H = c->hidden_dim, L = c->n_layers, V = c->vocab_size;
-    ModelDims d = model_dims(c);
-    size_t Lkv = d.L_kv;
-    w->token_embedding = p; p += V * C;
-    w->rms_att = p;         p += L * C;
-    w->wq = p;              p += L * d.q * C;
-    w->wk = p;              p += Lkv * d.kv * C;
-    w->wv = p;              p += Lkv * d.kv * C;
-    w->wkv_a = p;           p += Lkv * d.latent * C;
-    w->wkv_b = p;           p += Lkv * d.kv_b * c->kv_lora_rank;
-    w->wo = p;              p += L * C * d.o;
-    w->rms_ffn = p;         p += L * C;
-    w->w1 = p;              p += L * H * C;
-    w->w2 = p;              p += L * C * H;
-    w->w3 = p;              p += L * H * C;
-    w->rms_final = p;       p += C;
-    w->wcls = c->tied_embeddings ? w->token_embedding : p;
+    const Arch *a = model_arch(c);
+    for (int i = 0; i < a->n_tensors; i++) {
+        *(float **)((char *)w + a->tensors[i].field) = p;
+        p += tensor_floats(c, &a->tensors[i]);
+    }
+    if (c->tied_embeddings) w->wcls = w->token_embedding;
 }
 
 void model_alloc(Model *m, const Config *c) {
@@ -116,9 +107,12 @@ void model_init_random(Model *m, uint64_t seed, float std) {
     const Config *c = &m->config;
     uint64_t rng = rng_seed(seed);
     for (size_t i = 0; i < m->n_params; i++) m->params[i] = std * rng_normal(&rng);
-    Weights *w = &m->weights;
-    for (size_t i = 0; i < (size_t)c->n_layers * c->dim; i++) w->rms_att[i] = w->rms_ffn[i] = 1.0f;
-    for (int i = 0; i < c->dim; i++) w->rms_final[i] = 1.0f;
+    const Arch *a = model_arch(c);
+    for (int i = 0; i < a->n_tensors; i++) { // norm gains: the vector kinds
+        const TensorSpec *s = &a->tensors[i];
+        float *g = tensor_host(&m->weights, s);
+        for (size_t j = 0; s->rows == DIM_NONE && j < tensor_floats(c, s); j++) g[j] = 1.0f;
+    }
 }
 
 void model_free(Model *m) {
@@ -215,24 +209,38 @@ static void *place_block(const Engine *e, const float *host, size_t n) {
     return block;
 }
 
-// Norm gains stay fp32: rms_att (L, C) | rms_ffn (L, C) | rms_final (C).
-static void place_norms(Engine *e, const Model *m, const float **att, const float **ffn) {
-    const Weights *w = &m->weights;
-    size_t LC = (size_t)m->config.n_layers * m->config.dim, C = m->config.dim;
+// Norm gains stay fp32. Where the backend cannot read host memory they are copied into one
+// block, each vector kind's run after the previous one's, in the table's order (arch.h).
+static void place_norms(Engine *e, const Model *m) {
+    const Config *c = &m->config;
+    const Arch *a = model_arch(c);
     e->norms = NULL;
-    if (e->ops->host_memory) {
-        *att = w->rms_att;
-        *ffn = w->rms_ffn;
-        e->rms_final = w->rms_final;
-        return;
+    if (e->ops->host_memory) return;
+    e->norms = e->ops->alloc(arch_vector_floats(c) * sizeof(float));
+    size_t at = 0;
+    for (int i = 0; i < a->n_tensors; i++) {
+        const TensorSpec *s = &a->tensors[i];
+        if (s->rows != DIM_NONE) continue;
+        e->ops->upload(e->norms + at, tensor_host(&m->weights, s), tensor_floats(c, s) * sizeof(float));
+        at += tensor_floats(c, s);
     }
-    e->norms = e->ops->alloc((2 * LC + C) * sizeof(float));
-    e->ops->upload(e->norms, w->rms_att, LC * sizeof(float));
-    e->ops->upload(e->norms + LC, w->rms_ffn, LC * sizeof(float));
-    e->ops->upload(e->norms + 2 * LC, w->rms_final, C * sizeof(float));
-    *att = e->norms;
-    *ffn = e->norms + LC;
-    e->rms_final = e->norms + 2 * LC;
+}
+
+// The backend copy of the norm gains at host weight p (p itself where the backend reads host
+// memory): the same offset within its kind's run.
+static const float *norm_at(const Engine *e, const Model *m, const float *p) {
+    if (!e->norms) return p;
+    const Config *c = &m->config;
+    const Arch *a = model_arch(c);
+    size_t at = 0;
+    for (int i = 0; i < a->n_tensors; i++) {
+        const TensorSpec *s = &a->tensors[i];
+        if (s->rows != DIM_NONE) continue;
+        const float *run = tensor_host(&m->weights, s);
+        if (p >= run && p < run + tensor_floats(c, s)) return e->norms + at + (p - run);
+        at += tensor_floats(c, s);
+    }
+    die("norm_at: a norm gain outside every vector kind");
 }
 
 // ---- MLA: the matrices engine_open derives from wq, wkv_b and wo ------------------------------
@@ -326,34 +334,26 @@ static void map_mla_layer(Engine *e, LayerWeights *lw, const Model *m, int l) {
     lw->wo_abs = mla_tensor(e, at + nh * d.latent * C, (int)C, (int)nh * c->kv_lora_rank);
     lw->k_dec = mla_tensor(e, kv_at, d.q, d.latent);
     lw->v_dec = mla_tensor(e, kv_at + (size_t)d.q * d.latent, d.o, d.latent);
-    if (l % c->kv_share == 0)
-        lw->wkv_a = tensor_at(e, m, m->weights.wkv_a + (size_t)(l / c->kv_share) * d.latent * C, d.latent, (int)C);
 }
 
-static void map_layers(Engine *e, const Model *m, const float *att, const float *ffn) {
+// Every stored tensor where the forward reads it (TensorSpec.engine): a matrix as a Tensor on
+// the backend, a norm gain as a pointer; then MLA's derived matrices. A tied head is the
+// embedding; a CLA layer without keys and values of its own keeps empty wk / wv.
+static void map_layers(Engine *e, const Model *m) {
     const Config *c = &m->config;
-    const Weights *w = &m->weights;
-    size_t C = c->dim, H = c->hidden_dim;
-    ModelDims d = model_dims(c);
     e->layers = callocCheck((size_t)c->n_layers, sizeof(LayerWeights));
-    for (int l = 0; l < c->n_layers; l++) {
-        LayerWeights *lw = &e->layers[l];
-        size_t g = (size_t)(l / c->kv_share); // the KV layer it reads
-        lw->rms_att = att + l * C;
-        lw->rms_ffn = ffn + l * C;
-        lw->wq = tensor_at(e, m, w->wq + l * (size_t)d.q * C, d.q, (int)C);
-        if (l % c->kv_share == 0 && d.kv) {
-            lw->wk = tensor_at(e, m, w->wk + g * d.kv * C, d.kv, (int)C);
-            lw->wv = tensor_at(e, m, w->wv + g * d.kv * C, d.kv, (int)C);
-        }
-        if (c->kv_lora_rank) map_mla_layer(e, lw, m, l);
-        lw->wo = tensor_at(e, m, w->wo + l * C * d.o, (int)C, d.o);
-        lw->w1 = tensor_at(e, m, w->w1 + l * H * C, (int)H, (int)C);
-        lw->w2 = tensor_at(e, m, w->w2 + l * C * H, (int)C, (int)H);
-        lw->w3 = tensor_at(e, m, w->w3 + l * H * C, (int)H, (int)C);
+    size_t n = model_tensors(c, &m->weights, NULL);
+    ModelTensor *t = mallocCheck(n * sizeof *t);
+    model_tensors(c, &m->weights, t);
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].spec->engine == NOT_PLACED) continue;
+        char *slot = (t[i].layer < 0 ? (char *)e : (char *)&e->layers[t[i].layer]) + t[i].spec->engine;
+        if (t[i].rows) *(Tensor *)slot = tensor_at(e, m, t[i].data, (int)t[i].rows, (int)t[i].cols);
+        else *(const float **)slot = norm_at(e, m, t[i].data);
     }
-    e->token_embedding = tensor_at(e, m, w->token_embedding, c->vocab_size, (int)C);
-    e->wcls = tensor_at(e, m, w->wcls, c->vocab_size, (int)C);
+    free(t);
+    if (c->tied_embeddings) e->wcls = e->token_embedding;
+    for (int l = 0; c->kv_lora_rank && l < c->n_layers; l++) map_mla_layer(e, &e->layers[l], m, l);
 }
 
 // ---- engine: scratch ------------------------------------------------------------------------
@@ -440,12 +440,11 @@ void engine_open(Engine *e, const Model *m, const Ops *ops, DType dtype, int max
     e->ops = ops;
     e->config = m->config;
     e->dtype = dtype;
-    const float *att, *ffn;
     place_quantized(e, m);
     e->matrices = e->quant ? NULL : place_block(e, m->params, m->n_params);
-    place_norms(e, m, &att, &ffn);
+    place_norms(e, m);
     if (m->config.kv_lora_rank) mla_prepare(e, m);
-    map_layers(e, m, att, ffn);
+    map_layers(e, m);
     runstate_alloc(&e->s, ops, &m->config, e->dtype, max_rows, max_keys);
 }
 
@@ -465,7 +464,7 @@ void engine_close(Engine *e) {
 
 size_t engine_weight_bytes(const Engine *e) {
     const Config *c = &e->config;
-    size_t n = model_param_count(c), norms = (2 * (size_t)c->n_layers + 1) * c->dim * sizeof(float);
+    size_t n = model_param_count(c), norms = arch_vector_floats(c) * sizeof(float);
     if (e->quant) return e->quant->bytes + norms;
     if (c->kv_lora_rank) { // the absorbed path reads wq_abs, wo_abs for wq, wo, and no wkv_b
         ModelDims d = model_dims(c);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "common.h"
 #include "quantized.h"
 #include "train.h"
@@ -18,32 +19,37 @@ static float *channel_max(const float *x, int N, int n) {
     return mx;
 }
 
+// The activation rows (N, width) that matrix t multiplies, from one calibration forward; NULL
+// for a table that is only looked up (an untied embedding).
+static const float *matrix_input(const ModelTensor *t, const Config *c, const Activations *a, int N) {
+    size_t at = (size_t)(t->layer < 0 ? 0 : t->layer) * N * t->cols;
+    switch (t->spec->input) {
+    case INPUT_ATTN_NORM: return a->xn_att + at;
+    case INPUT_ATTN_OUT: return a->att + at;
+    case INPUT_FFN_NORM: return a->xn_ffn + at;
+    case INPUT_FFN_ACT: return a->act + at;
+    case INPUT_FINAL_NORM: return a->xn_final;
+    case INPUT_TIED_HEAD: return c->tied_embeddings ? a->xn_final : NULL;
+    default: die("outlier int8: the input of %s is not calibrated", t->name);
+    }
+}
+
 void outlier_calibrate(OutlierCalibration *oc, const Model *m, const int *tokens, int B, int T) {
     const Config *c = &m->config;
-    if (c->kv_lora_rank || c->kv_share > 1) die("outlier int8: MLA and cross-layer KV sharing models are not supported");
+    if (c->kv_lora_rank) die("outlier int8: MLA models are not supported");
     Trainer tr;
     trainer_calibrate(&tr, m, tokens, B, T);
-    const Activations *a = &tr.acts;
-
-    int cap = 7 * c->n_layers + 2, N = B * T, C = c->dim, H = c->hidden_dim, qd = c->n_heads * c->head_dim;
-    const float **host = mallocCheck(cap * sizeof *host);
-    oc->rows = mallocCheck(cap * sizeof(int));
-    oc->cols = mallocCheck(cap * sizeof(int));
-    oc->n = model_matrices(m, host, oc->rows, oc->cols);
+    ModelTensor *t = model_matrix_list(m, &oc->n);
+    oc->rows = mallocCheck(oc->n * sizeof(int));
+    oc->cols = mallocCheck(oc->n * sizeof(int));
     oc->col_max = mallocCheck(oc->n * sizeof(float *));
-    // model_matrices' order: the embedding, 7 per layer (wq wk wv wo w1 w2 w3), an untied head
-    oc->col_max[0] = c->tied_embeddings ? channel_max(a->xn_final, N, C) : NULL;
-    for (int l = 0; l < c->n_layers; l++) {
-        float **mx = oc->col_max + 1 + 7 * l;
-        const float *xn_att = a->xn_att + (size_t)l * N * C, *xn_ffn = a->xn_ffn + (size_t)l * N * C;
-        for (int k = 0; k < 3; k++) mx[k] = channel_max(xn_att, N, C);
-        mx[3] = channel_max(a->att + (size_t)l * N * qd, N, qd);
-        mx[4] = channel_max(xn_ffn, N, C);
-        mx[5] = channel_max(a->act + (size_t)l * N * H, N, H);
-        mx[6] = channel_max(xn_ffn, N, C);
+    for (int i = 0; i < oc->n; i++) {
+        const float *x = matrix_input(&t[i], c, &tr.acts, B * T);
+        oc->rows[i] = (int)t[i].rows;
+        oc->cols[i] = (int)t[i].cols;
+        oc->col_max[i] = x ? channel_max(x, B * T, oc->cols[i]) : NULL;
     }
-    if (!c->tied_embeddings) oc->col_max[oc->n - 1] = channel_max(a->xn_final, N, C);
-    free(host);
+    free(t);
     trainer_free(&tr);
 }
 

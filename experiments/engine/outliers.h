@@ -4,7 +4,7 @@
 // Tests: make build/tests/test_quantized && build/tests/test_quantized
 //
 // Calibration: the fp32 model's forward (the trainer's, which keeps every matmul's input) over
-// B x T calibration tokens gives, for every matrix of model_matrices (quantized.h), the largest
+// B x T calibration tokens gives, for every matrix of the model (arch.h: each names its input), the largest
 // |x| of each of its input channels: wq wk wv read rmsnorm(x) of the attention, wo the
 // attention output, w1 w3 rmsnorm(x) of the MLP, w2 silu(w1 x) * w3 x, the head (and the tied
 // embedding table, which is the head) the final norm's output. An untied embedding is a lookup
@@ -20,7 +20,7 @@
 #include "model.h"
 
 typedef struct {
-    int n;           // matrices (model_matrices' order)
+    int n;           // matrices (model_matrix_list's order)
     int *cols;       // (n) input channels of each
     int *rows;       // (n) output channels of each
     float **col_max; // (n) each matrix's largest |x| per input channel (cols[i]); NULL: no input (lookup)

@@ -4,52 +4,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "common.h"
 #include "quant.h"
 
-int model_matrices(const Model *m, const float **host, int *rows, int *cols) {
-    const Config *c = &m->config;
-    const Weights *w = &m->weights;
-    size_t C = c->dim, H = c->hidden_dim;
-    size_t q = (size_t)c->n_heads * c->head_dim, kv = (size_t)c->n_kv_heads * c->head_dim;
-    int n = 0;
-#define MATRIX(p, r, k) (host[n] = (p), rows[n] = (int)(r), cols[n] = (int)(k), n++)
-    MATRIX(w->token_embedding, c->vocab_size, C);
-    for (int l = 0; l < c->n_layers; l++) {
-        MATRIX(w->wq + l * q * C, q, C);
-        MATRIX(w->wk + l * kv * C, kv, C);
-        MATRIX(w->wv + l * kv * C, kv, C);
-        MATRIX(w->wo + l * C * q, C, q);
-        MATRIX(w->w1 + l * H * C, H, C);
-        MATRIX(w->w2 + l * C * H, C, H);
-        MATRIX(w->w3 + l * H * C, H, C);
-    }
-    if (!c->tied_embeddings) MATRIX(w->wcls, c->vocab_size, C);
-#undef MATRIX
-    return n;
-}
-
-static int max_matrices(const Model *m) { return 7 * m->config.n_layers + 2; }
-
 void quant_weights_layout(QuantWeights *q, const Model *m, DType dtype, const DType *types) {
-    // model_matrices lists a plain model's matrices: MLA's latent projections and a CLA set's
-    // missing K/V layers are not in it.
-    if (m->config.kv_lora_rank || m->config.kv_share > 1)
-        die("quantised weights: MLA and cross-layer KV sharing models are not supported (only fp32)");
+    // MLA's engine derives its attention matrices from fp32 host weights (model.c, mla_prepare)
+    if (m->config.kv_lora_rank) die("quantised weights: MLA models are not supported (only fp32)");
     memset(q, 0, sizeof *q);
-    int cap = max_matrices(m), *rows = mallocCheck(cap * sizeof(int)), *cols = mallocCheck(cap * sizeof(int));
+    ModelTensor *t = model_matrix_list(m, &q->n);
     q->dtype = dtype;
-    q->host = mallocCheck(cap * sizeof *q->host);
-    q->tensors = mallocCheck(cap * sizeof *q->tensors);
-    q->n = model_matrices(m, q->host, rows, cols);
+    q->host = mallocCheck(q->n * sizeof *q->host);
+    q->tensors = mallocCheck(q->n * sizeof *q->tensors);
     size_t block = 0, *offset = mallocCheck(q->n * sizeof(size_t));
     for (int i = 0; i < q->n; i++) {
-        DType t = types ? types[i] : dtype_holds_row(dtype, cols[i]) ? dtype : DTYPE_F32;
-        if (!dtype_holds_row(t, cols[i])) die("quant_weights_layout: rows of %d cannot be %s", cols[i], dtype_name(t));
-        size_t bytes = (size_t)rows[i] * dtype_row_bytes(t, cols[i]);
-        q->tensors[i] = (Tensor){t, NULL, rows[i], cols[i], NULL};
+        int rows = (int)t[i].rows, cols = (int)t[i].cols;
+        DType dt = types ? types[i] : dtype_holds_row(dtype, cols) ? dtype : DTYPE_F32;
+        if (!dtype_holds_row(dt, cols)) die("quant_weights_layout: rows of %d cannot be %s", cols, dtype_name(dt));
+        size_t bytes = (size_t)rows * dtype_row_bytes(dt, cols);
+        q->host[i] = t[i].data;
+        q->tensors[i] = (Tensor){dt, NULL, rows, cols, NULL};
         offset[i] = block;
-        if (t != DTYPE_F32) block += (bytes + 63) / 64 * 64; // each tensor on a cache line
+        if (dt != DTYPE_F32) block += (bytes + 63) / 64 * 64; // each tensor on a cache line
         q->bytes += bytes;
     }
     q->block = mallocHugeCheck(block ? block : 1);
@@ -57,8 +33,15 @@ void quant_weights_layout(QuantWeights *q, const Model *m, DType dtype, const DT
         q->tensors[i].data = q->tensors[i].dtype == DTYPE_F32 ? (const void *)q->host[i]
                                                                : (const void *)((char *)q->block + offset[i]);
     free(offset);
-    free(rows);
-    free(cols);
+    free(t);
+}
+
+ModelTensor *model_matrix_list(const Model *m, int *n) {
+    size_t count = model_matrices(&m->config, &m->weights, NULL);
+    ModelTensor *t = mallocCheck((count ? count : 1) * sizeof *t);
+    model_matrices(&m->config, &m->weights, t);
+    *n = (int)count;
+    return t;
 }
 
 void quant_weights_build(QuantWeights *q, const Model *m, DType t) {

@@ -3,8 +3,8 @@
 // holds, and what bin/quantize writes. Tests: make build/tests/test_quantized &&
 // build/tests/test_quantized
 //
-// Every matrix of the model (token embedding, per layer wq wk wv wo w1 w2 w3, the output head
-// when untied) becomes one Tensor; the norm gains stay fp32. The token embedding is quantised
+// Every matrix of the model (the architecture's table, arch.h: for Llama the token embedding,
+// per layer wq wk wv wo w1 w2 w3, the output head when untied) becomes one Tensor; the norm gains stay fp32. The token embedding is quantised
 // like the rest (as llama.cpp's Q4_0 / Q8_0 files do), so a tied head reads the same quantised
 // table; an untied head gets the same type too (llama.cpp would keep it at Q6_K / Q8_0; one type
 // everywhere keeps the comparison between formats simple). A matrix whose rows the type cannot
@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 
+#include "arch.h"
 #include "model.h"
 
 typedef struct QuantWeights {
@@ -26,8 +27,9 @@ typedef struct QuantWeights {
     TensorOutliers *outliers; // (n) or NULL: LLM.int8()'s fp32 columns of each matrix (n == 0: none), owned
 } QuantWeights;
 
-// Host matrices of m in a fixed order: their fp32 weights, shapes; returns how many (<= 7L + 2).
-int model_matrices(const Model *m, const float **host, int *rows, int *cols);
+// m's matrices in file order (arch.h's model_matrices), malloc'd; *n: how many. Matrix i of
+// a QuantWeights is entry i.
+ModelTensor *model_matrix_list(const Model *m, int *n);
 
 // Lay out q for m's matrices, matrix i in types[i] (NULL: every matrix in dtype where its rows
 // allow, fp32 where not), bytes allocated but not filled.
@@ -42,7 +44,7 @@ void quant_weights_build_outliers(QuantWeights *q, const Model *m, const float *
 // Give matrix i the fp32 columns cols (n, increasing) with weights w (rows, n), both copied.
 void quant_weights_set_outliers(QuantWeights *q, int i, int n, const int *cols, const float *w);
 void quant_weights_free(QuantWeights *q);
-// The tensor made from the host matrix at p (p one of model_matrices'), or NULL.
+// The tensor made from the host matrix at p (p one of model_matrix_list's), or NULL.
 const Tensor *quant_weights_find(const QuantWeights *q, const float *p);
 // Overwrite m's host matrices with the dequantised values of q's tensors, so that code that
 // reads fp32 weights (a reference forward, the trainer's evaluation) sees what the engine runs.
