@@ -125,14 +125,14 @@ OPS_INLINE int kv_layout_row(KVLayout l, int j) {
 // live in backend memory.
 //
 // The rows' element type: DTYPE_F32 (0), or DTYPE_I8, the int8 KV cache: keys[r] and
-// values[r] then point at int8 rows (the same strides, counted in elements) and every row holds
+// values[r] point at rows of that type (the same strides, counted in elements); an int8 row holds
 // one float scale per KV head, key_scales[r][row * n_scales + g] (values alike), written by
 // kv_write (amax / 127 of that head's slice of the row) and applied by attention.
 typedef struct {
     int R;
     const int *pos;           // (R)
-    float *const *keys;       // (R)
-    float *const *values;     // (R)
+    void *const *keys;        // (R) rows of dtype
+    void *const *values;      // (R)
     const KVLayout *layouts;  // (R), or NULL: every cache contiguous
     DType dtype;              // DTYPE_F32 or DTYPE_I8
     int n_scales;             // DTYPE_I8: scales per row (the KV heads)

@@ -174,7 +174,7 @@ static void check_attention(int n_heads, int n_kv, int n_q, int pos0, int window
     size_t n_out = (size_t)n_q * n_heads * hd;
     float *got = mallocCheck(n_out * sizeof(float)), *want = mallocCheck(n_out * sizeof(float));
     int *pos = mallocCheck(n_q * sizeof(int));
-    float **keys = mallocCheck(n_q * sizeof(float *)), **values = mallocCheck(n_q * sizeof(float *));
+    void **keys = mallocCheck(n_q * sizeof(void *)), **values = mallocCheck(n_q * sizeof(void *));
     for (int r = 0; r < n_q; r++) {
         pos[r] = pos0 + r;
         keys[r] = k;
@@ -197,7 +197,8 @@ static void test_attention_kv_rows_of_many_sequences(void **state) {
     enum { B = 3, HEADS = 4, KV = 2, HD = 16, CAP = 40 };
     int pos[B] = {5, 39, 0};
     AttentionShape s = {HEADS, KV, HD, 0, 0, 0.25f, .value_dim = HD};
-    float *k[B], *v[B], *q = random_buffer((size_t)B * HEADS * HD, &rng);
+    void *k[B], *v[B];
+    float *q = random_buffer((size_t)B * HEADS * HD, &rng);
     float got[B * HEADS * HD], want[HEADS * HD];
     for (int b = 0; b < B; b++) {
         k[b] = random_buffer((size_t)CAP * KV * HD, &rng);
@@ -230,7 +231,7 @@ static void check_attention_values(int n_heads, int n_kv, int hd, int vd, int la
     size_t n_out = (size_t)n_q * n_heads * vd;
     float *got = mallocCheck(n_out * sizeof(float)), *want = mallocCheck(n_out * sizeof(float));
     int pos[9];
-    float *keys[9], *values[9];
+    void *keys[9], *values[9];
     for (int r = 0; r < n_q; r++) pos[r] = pos0 + r, keys[r] = k, values[r] = v;
     KVRows kv = {n_q, pos, keys, values, .layouts = NULL};
     size_t scratch_bytes = attention_kv_scratch_bytes(n_keys);

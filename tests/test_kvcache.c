@@ -258,7 +258,7 @@ static void test_cache_positions_kernel_matches_reference(void **state) {
             memcpy(q, q_raw, sizeof q);
             rope_rotate(q, 1, HD, p, inv_freq, 1.0f);
             AttentionShape s = {1, 1, HD, windows[t], sinks[t], 0.25f, .value_dim = HD, .cache_positions = 1, .inv_freq = inv_freq};
-            float *keys[1] = {k}, *values[1] = {v};
+            void *keys[1] = {k}, *values[1] = {v};
             KVRows kv = {1, &p, keys, values, .layouts = NULL};
             size_t scratch_bytes = attention_kv_scratch_bytes(N);
             float *scratch = mallocCheck(scratch_bytes);

@@ -49,9 +49,9 @@ static void check_int8_attention(int n_heads, int n_kv, int hd, int n_q, int pos
     int8_t *kc = mallocCheck(nkv), *vc = mallocCheck(nkv);
     float *ks = mallocCheck((size_t)n_keys * n_kv * sizeof(float)), *vs = mallocCheck((size_t)n_keys * n_kv * sizeof(float));
     int *pos = mallocCheck(n_keys * sizeof(int));
-    float **keys = mallocCheck(n_keys * sizeof(float *)), **values = mallocCheck(n_keys * sizeof(float *));
+    void **keys = mallocCheck(n_keys * sizeof(void *)), **values = mallocCheck(n_keys * sizeof(void *));
     float **kss = mallocCheck(n_keys * sizeof(float *)), **vss = mallocCheck(n_keys * sizeof(float *));
-    for (int r = 0; r < n_keys; r++) pos[r] = r, keys[r] = (float *)kc, values[r] = (float *)vc, kss[r] = ks, vss[r] = vs;
+    for (int r = 0; r < n_keys; r++) pos[r] = r, keys[r] = kc, values[r] = vc, kss[r] = ks, vss[r] = vs;
     // every position written through kv_write, as a prefill would
     KVRows all = {n_keys, pos, keys, values, NULL, DTYPE_I8, n_kv, kss, vss};
     ops_cpu()->kv_write(&all, k, v, kv_dim);

@@ -69,7 +69,7 @@ static void check_paged_attention(AttentionShape s, int S1, int S2, int nq1, int
     float *qry = mallocCheck((size_t)R * qd * sizeof(float));
     fill_random(qry, (size_t)R * qd, &rng);
     int pos[R];
-    float *keys[R], *values[R], *pool_keys[R], *pool_values[R];
+    void *keys[R], *values[R], *pool_keys[R], *pool_values[R];
     KVLayout contiguous[R], layouts[R];
     for (int r = 0; r < R; r++) {
         int q = r >= nq1;

@@ -92,12 +92,12 @@ size_t kv_cache_bytes(const KVCache *c) {
     return (c->value ? 2 : 1) * (size_t)c->n_layers * (layer_floats(c) * element_bytes(c) + layer_scales(c) * sizeof(float));
 }
 
-static float *layer_rows(const KVCache *c, float *base, int layer) {
-    return (float *)((char *)base + (size_t)layer * layer_floats(c) * element_bytes(c));
+static void *layer_rows(const KVCache *c, void *base, int layer) {
+    return (char *)base + (size_t)layer * layer_floats(c) * element_bytes(c);
 }
 
-float *kv_cache_layer_key(const KVCache *c, int layer) { return layer_rows(c, c->key, layer); }
-float *kv_cache_layer_value(const KVCache *c, int layer) { return layer_rows(c, c->value ? c->value : c->key, layer); }
+void *kv_cache_layer_key(const KVCache *c, int layer) { return layer_rows(c, c->key, layer); }
+void *kv_cache_layer_value(const KVCache *c, int layer) { return layer_rows(c, c->value ? c->value : c->key, layer); }
 float *kv_cache_layer_key_scale(const KVCache *c, int layer) {
     return c->key_scale ? c->key_scale + layer * layer_scales(c) : NULL;
 }

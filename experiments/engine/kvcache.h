@@ -31,9 +31,9 @@ typedef struct {
     int len;          // positions fed (a ring keeps only its sinks and its last ones)
     KVLayout layout;  // ring == 0: contiguous
     int window;       // ring: the attention window it was sized for
-    float *key;       // (L, capacity, n_kv_heads * head_dim) of dtype (int8: bytes)
-    float *value;     // (L, capacity, n_kv_heads * head_dim); NULL in a latent cache
-    DType dtype;      // DTYPE_F32, or DTYPE_I8 (contiguous caches)
+    DType dtype;      // the rows' elements: DTYPE_F32, or DTYPE_I8 (contiguous caches)
+    void *key;        // (L, capacity, n_kv_heads * head_dim) elements of dtype
+    void *value;      // (L, capacity, n_kv_heads * head_dim); NULL in a latent cache
     float *key_scale, *value_scale; // DTYPE_I8: (L, capacity, n_kv_heads); NULL otherwise
 } KVCache;
 
@@ -60,10 +60,10 @@ int kv_cache_max_chunk(const KVCache *c);
 // Bytes the cache holds: 2 * L * rows * n_kv * hd * sizeof(element) (latent: one row each),
 // plus an int8 cache's scales.
 size_t kv_cache_bytes(const KVCache *c);
-// Base of layer l's keys / values: (capacity, n_kv_heads * head_dim) of the cache's dtype (the
-// view's float pointer; int8 caches: bytes), backend memory.
-float *kv_cache_layer_key(const KVCache *c, int layer);
-float *kv_cache_layer_value(const KVCache *c, int layer);
+// Base of layer l's keys / values: (capacity, n_kv_heads * head_dim) elements of the cache's
+// dtype, backend memory.
+void *kv_cache_layer_key(const KVCache *c, int layer);
+void *kv_cache_layer_value(const KVCache *c, int layer);
 // An int8 cache's scales of layer l: (capacity, n_kv_heads); NULL for fp32.
 float *kv_cache_layer_key_scale(const KVCache *c, int layer);
 float *kv_cache_layer_value_scale(const KVCache *c, int layer);

@@ -389,12 +389,12 @@ static void runstate_alloc(RunState *s, const Ops *ops, const Config *c, DType d
     s->pos = ops->alloc(R * sizeof(int));
     s->layouts = ops->alloc(R * sizeof(KVLayout));
     s->layouts_host = mallocCheck(R * sizeof(KVLayout));
-    s->keys = ops->alloc(Lkv * R * sizeof(float *));
-    s->values = ops->alloc(Lkv * R * sizeof(float *));
+    s->keys = ops->alloc(Lkv * R * sizeof(void *));
+    s->values = ops->alloc(Lkv * R * sizeof(void *));
     s->logits_host = mallocCheck(R * V * sizeof(float));
     s->pos_host = mallocCheck(R * sizeof(int));
-    s->keys_host = mallocCheck(Lkv * R * sizeof(float *));
-    s->values_host = mallocCheck(Lkv * R * sizeof(float *));
+    s->keys_host = mallocCheck(Lkv * R * sizeof(void *));
+    s->values_host = mallocCheck(Lkv * R * sizeof(void *));
     s->key_scales = ops->alloc(Lkv * R * sizeof(float *));
     s->value_scales = ops->alloc(Lkv * R * sizeof(float *));
     s->key_scales_host = mallocCheck(Lkv * R * sizeof(float *));
@@ -402,12 +402,12 @@ static void runstate_alloc(RunState *s, const Ops *ops, const Config *c, DType d
     if (mla) {
         s->k_dec = ops->alloc((size_t)max_keys * d.q * sizeof(float));
         s->v_dec = ops->alloc((size_t)max_keys * d.o * sizeof(float));
-        s->k_dec_rows = ops->alloc(R * sizeof(float *));
-        s->v_dec_rows = ops->alloc(R * sizeof(float *));
-        float **rows = mallocCheck(2 * R * sizeof(float *));
+        s->k_dec_rows = ops->alloc(R * sizeof(void *));
+        s->v_dec_rows = ops->alloc(R * sizeof(void *));
+        void **rows = mallocCheck(2 * R * sizeof(void *));
         for (size_t r = 0; r < R; r++) rows[r] = s->k_dec, rows[R + r] = s->v_dec;
-        ops->upload(s->k_dec_rows, rows, R * sizeof(float *));
-        ops->upload(s->v_dec_rows, rows + R, R * sizeof(float *));
+        ops->upload(s->k_dec_rows, rows, R * sizeof(void *));
+        ops->upload(s->v_dec_rows, rows + R, R * sizeof(void *));
         free(rows);
     }
 
@@ -495,8 +495,8 @@ static void stage_rows(Engine *e, KVCache **caches, const int *tokens, const int
     e->ops->upload(s->tokens, tokens, (size_t)R * sizeof(int));
     e->ops->upload(s->pos, s->pos_host, (size_t)R * sizeof(int));
     e->ops->upload(s->layouts, s->layouts_host, (size_t)R * sizeof(KVLayout));
-    e->ops->upload(s->keys, s->keys_host, (size_t)Lkv * R * sizeof(float *));
-    e->ops->upload(s->values, s->values_host, (size_t)Lkv * R * sizeof(float *));
+    e->ops->upload(s->keys, s->keys_host, (size_t)Lkv * R * sizeof(void *));
+    e->ops->upload(s->values, s->values_host, (size_t)Lkv * R * sizeof(void *));
     e->ops->upload(s->key_scales, s->key_scales_host, (size_t)Lkv * R * sizeof(float *));
     e->ops->upload(s->value_scales, s->value_scales_host, (size_t)Lkv * R * sizeof(float *));
 }
@@ -567,7 +567,7 @@ static void attention_mla_naive(Engine *e, const LayerWeights *w, const KVRows *
         if (caches[r0]->layout.ring) die("engine_forward: MLA's naive path reads contiguous caches only");
         int n = 0;
         for (r1 = r0; r1 < R && caches[r1] == caches[r0]; r1++) n = s->pos_host[r1] + 1 > n ? s->pos_host[r1] + 1 : n;
-        const float *rows = s->keys_host[(size_t)kv_layer * R + r0];
+        const float *rows = s->keys_host[(size_t)kv_layer * R + r0]; // a latent cache is fp32
         ops->matmul(s->k_dec, rows, &w->k_dec, n, s->matmul_scratch); // (n, n_heads * (hd + d_r))
         ops->matmul(s->v_dec, rows, &w->v_dec, n, s->matmul_scratch); // (n, n_heads * hd)
         KVRows seq = {r1 - r0, s->pos + r0, s->k_dec_rows, s->v_dec_rows, .layouts = NULL};

@@ -176,14 +176,14 @@ typedef struct {
     int *tokens, *pos; // (R)
     KVLayout *layouts; // (R) each row's cache layout
     KVLayout *layouts_host;
-    float **keys, **values;           // (L_kv, R): each row's cache rows of each KV layer
+    void **keys, **values;            // (L_kv, R): each row's cache rows of each KV layer (the cache's dtype)
     int *pos_host;                    // host staging of pos
-    float **keys_host, **values_host; // host staging of keys, values
+    void **keys_host, **values_host;  // host staging of keys, values
     float **key_scales, **value_scales;           // (L_kv, R): int8 caches' scales (NULL entries for fp32)
     float **key_scales_host, **value_scales_host; // host staging
     // MLA's naive path: one sequence's decompressed keys and values, and (R) pointers at them
     float *k_dec, *v_dec;             // (max_keys, n_heads * (hd + d_r)), (max_keys, n_heads * hd)
-    float **k_dec_rows, **v_dec_rows; // (R), every entry k_dec / v_dec
+    void **k_dec_rows, **v_dec_rows;  // (R), every entry k_dec / v_dec
 } RunState;
 
 // A model ready to run on one backend: its weights converted to `dtype` in the backend's

@@ -96,8 +96,8 @@ static void cpu_kv_write(const KVRows *kv, const float *k, const float *v, int k
             kv_quantize_row((int8_t *)kv->values[r] + at, vs, v + (size_t)r * kv_dim, kv_dim, kv->n_scales);
             continue;
         }
-        memcpy(kv->keys[r] + at, k + (size_t)r * kv_dim, kv_dim * sizeof(float));
-        if (v) memcpy(kv->values[r] + at, v + (size_t)r * kv_dim, kv_dim * sizeof(float));
+        memcpy((float *)kv->keys[r] + at, k + (size_t)r * kv_dim, kv_dim * sizeof(float));
+        if (v) memcpy((float *)kv->values[r] + at, v + (size_t)r * kv_dim, kv_dim * sizeof(float));
     }
 }
 

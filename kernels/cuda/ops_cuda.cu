@@ -32,14 +32,15 @@ static void gpu_embedding(float *out, const Tensor *table, const int *tokens, in
 
 static void gpu_kv_write(const KVRows *kv, const float *k, const float *v, int kv_dim) {
     if (kv->dtype != DTYPE_F32) die("cuda kv_write: the %s KV cache is not implemented on CUDA", dtype_name(kv->dtype));
-    cuda_kv_append(kv->keys, kv->values, k, v, kv->pos, kv->layouts, kv->R, kv_dim);
+    // fp32 rows: the only KV type on CUDA (checked above)
+    cuda_kv_append((float *const *)kv->keys, (float *const *)kv->values, k, v, kv->pos, kv->layouts, kv->R, kv_dim);
 }
 
 static void gpu_attention(float *out, const float *q, const KVRows *kv, const AttentionShape *s, void *scratch,
                           size_t scratch_bytes) {
     (void)scratch, (void)scratch_bytes; // online softmax over key chunks: no score buffer
     if (kv->dtype != DTYPE_F32) die("cuda attention: the %s KV cache is not implemented on CUDA", dtype_name(kv->dtype));
-    cuda_attention_rows(out, q, kv->keys, kv->values, kv->pos, kv->layouts, kv->R, s);
+    cuda_attention_rows(out, q, (float *const *)kv->keys, (float *const *)kv->values, kv->pos, kv->layouts, kv->R, s);
 }
 
 static size_t gpu_attention_scratch_bytes(int max_keys) {
