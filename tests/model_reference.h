@@ -97,26 +97,32 @@ static inline void ref_forward(const Model *m, const int *tokens, int T, float *
     float *latent = mallocCheck((size_t)T * lat * 4 + 4), *ckv = mallocCheck((size_t)T * dc * 4 + 4);
     float *kv_b = mallocCheck((size_t)T * d.kv_b * 4 + 4);
     float *proj = mallocCheck((size_t)T * C * 4), *h1 = mallocCheck((size_t)T * H * 4), *h3 = mallocCheck((size_t)T * H * 4);
-    float *inv_freq = mallocCheck((size_t)rot / 2 * sizeof(float));
-    float mscale = rope_frequencies(inv_freq, rot, &c->rope);
-    AttentionShape s = {nh, mla ? nh : c->n_kv_heads, d.qk, c->window, c->n_sink, 1.0f / sqrtf((float)d.qk),
-                        .value_dim = hd};
+    // local layers' RoPE, and global layers' (Config.global_every) at their own base
+    RopeConfig rope_global = c->rope;
+    if (c->rope_theta_global) rope_global.theta = c->rope_theta_global;
+    float *inv_freq = mallocCheck((size_t)rot / 2 * sizeof(float)), *inv_freq_g = mallocCheck((size_t)rot / 2 * sizeof(float));
+    float mscale = rope_frequencies(inv_freq, rot, &c->rope), mscale_g = rope_frequencies(inv_freq_g, rot, &rope_global);
 #define ROUND(buf, n) \
     if (round) round(buf, n, t)
     for (int i = 0; i < T; i++) memcpy(x + (size_t)i * C, w->token_embedding + (size_t)tokens[i] * C, C * 4);
     for (int l = 0; l < c->n_layers; l++) {
         size_t g = (size_t)(l / c->kv_share);
+        int global = c->global_every && l % c->global_every == c->global_every - 1;
+        const float *freq = global ? inv_freq_g : inv_freq;
+        float msc = global ? mscale_g : mscale;
+        AttentionShape s = {nh, mla ? nh : c->n_kv_heads, d.qk, global ? 0 : c->window, global ? 0 : c->n_sink,
+                            1.0f / sqrtf((float)d.qk), .value_dim = hd};
         ref_rmsnorm(xb, x, w->rms_att + l * C, T, C, c->norm_eps);
         ROUND(xb, (size_t)T * C);
         ref_matmul(q, xb, w->wq + (size_t)l * qd * C, T, C, qd);
-        ref_rope_rows(q, T, nh, d.qk, rot, inv_freq, mscale);
+        ref_rope_rows(q, T, nh, d.qk, rot, freq, msc);
         if (l % c->kv_share == 0 && !mla) {
             ref_matmul(k, xb, w->wk + g * d.kv * C, T, C, d.kv);
             ref_matmul(v, xb, w->wv + g * d.kv * C, T, C, d.kv);
-            ref_rope_rows(k, T, c->n_kv_heads, hd, hd, inv_freq, mscale);
+            ref_rope_rows(k, T, c->n_kv_heads, hd, hd, freq, msc);
         } else if (l % c->kv_share == 0) { // [c_kv; RoPE(k_R)], then every head's [k_C; k_R] and v
             ref_matmul(latent, xb, w->wkv_a + g * lat * C, T, C, lat);
-            ref_rope_rows(latent, T, 1, lat, dr, inv_freq, mscale);
+            ref_rope_rows(latent, T, 1, lat, dr, freq, msc);
             for (int i = 0; i < T; i++) memcpy(ckv + (size_t)i * dc, latent + (size_t)i * lat, dc * 4);
             ref_matmul(kv_b, ckv, w->wkv_b + g * d.kv_b * dc, T, dc, d.kv_b);
             for (int i = 0; i < T; i++)
@@ -144,7 +150,7 @@ static inline void ref_forward(const Model *m, const int *tokens, int T, float *
     ROUND(xb, (size_t)T * C);
 #undef ROUND
     ref_matmul(logits, xb, w->wcls, T, C, c->vocab_size);
-    float *bufs[] = {x, xb, q, k, v, att, latent, ckv, kv_b, proj, h1, h3, inv_freq};
+    float *bufs[] = {x, xb, q, k, v, att, latent, ckv, kv_b, proj, h1, h3, inv_freq, inv_freq_g};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
 }
 

@@ -402,6 +402,8 @@ static void assert_config_equal(const Config *a, const Config *b) {
     assert_int_equal(a->kv_lora_rank, b->kv_lora_rank);
     assert_int_equal(a->rope_dim, b->rope_dim);
     assert_int_equal(a->kv_share, b->kv_share);
+    assert_int_equal(a->global_every, b->global_every);
+    assert_true(a->rope_theta_global == b->rope_theta_global);
 }
 
 static void assert_tokenizer_equal(const Tokenizer *a, const Tokenizer *b) {
@@ -494,6 +496,10 @@ static void test_model_gguf_round_trip_f32(void **state) {
         if (variant >= 3) { // CLA: three layers, the second without KV tensors
             c.n_layers = 3;
             c.kv_share = 2;
+        }
+        if (variant == 3) { // local / global layers: the third global, at its own RoPE base
+            c.global_every = 3;
+            c.rope_theta_global = 1e6f;
         }
         c.vocab_size = tok.vocab_size;
         Model m, back;

@@ -42,12 +42,23 @@ static Config cla_config(Config c, int n_layers, int kv_share) {
     return c;
 }
 
+// c with n_layers layers, every k-th global (full attention, RoPE base theta_global), the
+// others local at c's window and sinks: Gemma 3's hybrid at small scale.
+static Config hybrid_config(Config c, int n_layers, int k, float theta_global) {
+    c.n_layers = n_layers;
+    c.global_every = k;
+    c.rope_theta_global = theta_global;
+    return c;
+}
+
 static void test_forward_matches_reference(void **state) {
     (void)state;
     Config configs[] = {small_config(4, 4, 0, 0),           small_config(4, 2, 5, 2),
                         small_config(4, 1, 0, 0),           small_mla_config(4, 16, 4, 0, 0),
                         small_mla_config(4, 16, 4, 5, 2),   cla_config(small_config(4, 2, 0, 0), 3, 2),
-                        cla_config(small_mla_config(4, 16, 4, 0, 0), 2, 2)};
+                        cla_config(small_mla_config(4, 16, 4, 0, 0), 2, 2),
+                        hybrid_config(small_config(4, 1, 5, 2), 3, 2, 1e6f),
+                        hybrid_config(small_mla_config(4, 16, 4, 5, 0), 3, 3, 0.0f)};
     for (int i = 0; i < (int)(sizeof configs / sizeof configs[0]); i++) {
         configs[i].tied_embeddings = i == 1;
         Model m;
@@ -434,6 +445,13 @@ static void test_wide_window_equals_full_attention(void **state) {
     model_forward_full(&a, tokens, T, la, 1);
     model_forward_full(&b, tokens, T, lb, 1);
     assert_memory_equal(la, lb, sizeof la);
+    // every layer global (global_every 1) is full attention whatever the window
+    Config all_global = hybrid_config(small_config(4, 2, 4, 1), full.n_layers, 1, 0.0f);
+    Model g;
+    random_model(&g, &all_global, 21, 0.3f);
+    model_forward_full(&g, tokens, T, lb, 1);
+    assert_memory_equal(la, lb, sizeof la);
+    model_free(&g);
     // and a window shorter than the sequence does change the result
     b.config.window = 4;
     model_forward_full(&b, tokens, T, lb, 1);
@@ -531,6 +549,16 @@ static void test_config_validate(void **state) {
     assert_false(config_validate(&c, why, sizeof why));
     c.kv_share = 0;
     assert_false(config_validate(&c, why, sizeof why));
+    c = hybrid_config(small_config(4, 4, 8, 0), 2, 2, 1e6f);
+    assert_true(config_validate(&c, why, sizeof why));
+    c.global_every = 3; // more than the 2 layers
+    assert_false(config_validate(&c, why, sizeof why));
+    c.global_every = 2;
+    c.rope_theta_global = 0.5f;
+    assert_false(config_validate(&c, why, sizeof why));
+    c.rope_theta_global = 0.0f;
+    c.cache_positions = 1; // StreamingLLM's rule is for windowed models
+    assert_false(config_validate(&c, why, sizeof why));
 }
 
 static void test_forward_flops(void **state) {
@@ -545,6 +573,10 @@ static void test_forward_flops(void **state) {
     c.n_sink = 2;
     want = matmul + 4.0 * 2 * 48 * 6 + 2.0 * 48 * 67;
     assert_true(fabs(model_forward_flops(&c, 1, 10, 1) - want) < 1e-6);
+    // the same with layer 1 global: it sees all 11 keys, layer 0 its 6
+    Config hybrid = hybrid_config(c, 2, 2, 0.0f);
+    want = matmul + 4.0 * 48 * (6 + 11) + 2.0 * 48 * 67;
+    assert_true(fabs(model_forward_flops(&hybrid, 1, 10, 1) - want) < 1e-6);
     // CLA, 3 layers in sets of 2: two layers project keys and values
     Config cla = cla_config(small_config(4, 2, 0, 0), 3, 2);
     matmul = 2.0 * (3 * (48 * 48 + 48 * 48 + 3 * 48 * 96) + 2 * (2 * 48 * 24));

@@ -735,6 +735,10 @@ static void config_to_gguf(GGUFWriter *w, const Config *c) {
     gguf_set_u32(w, "llama.attention.sliding_window", (uint32_t)c->window);
     gguf_set_u32(w, "inferlab.attention.n_sink", (uint32_t)c->n_sink);
     if (c->kv_share > 1) gguf_set_u32(w, "inferlab.attention.kv_share", (uint32_t)c->kv_share); // CLA: llama.cpp has no key
+    if (c->global_every) { // local / global layers in a llama file (llama.cpp knows them as gemma3's)
+        gguf_set_u32(w, "inferlab.attention.global_every", (uint32_t)c->global_every);
+        if (c->rope_theta_global) gguf_set_f32(w, "inferlab.rope.freq_base_global", c->rope_theta_global);
+    }
     gguf_set_bool(w, "inferlab.tied_embeddings", c->tied_embeddings);
 }
 
@@ -981,6 +985,8 @@ static int config_from_gguf(const GGUFFile *g, Config *c, Error *err) {
         opt_int(g, "llama.rope.dimension_count", 1, &rope_dims, err) ||
         opt_int(g, "llama.attention.kv_lora_rank", 0, &c->kv_lora_rank, err) ||
         opt_int(g, "inferlab.attention.kv_share", 1, &c->kv_share, err) ||
+        opt_int(g, "inferlab.attention.global_every", 0, &c->global_every, err) ||
+        opt_float(g, "inferlab.rope.freq_base_global", &c->rope_theta_global, err) ||
         opt_int(g, "llama.vocab_size", 1, &c->vocab_size, err) ||
         opt_int(g, "llama.rope.scaling.original_context_length", 0, &c->rope.orig_ctx, err) ||
         opt_int(g, "llama.attention.sliding_window", 0, &c->window, err) ||

@@ -49,6 +49,11 @@ int config_validate(const Config *c, char *why, size_t why_len) {
     else if (!bad && c->n_heads % c->n_kv_heads != 0) bad = "n_heads is not a multiple of n_kv_heads";
     else if (!bad && c->head_dim % 2 != 0) bad = "head_dim is odd (RoPE rotates pairs)";
     else if (!bad && (c->window < 0 || c->n_sink < 0)) bad = "window or n_sink is negative";
+    else if (!bad && (c->global_every < 0 || c->global_every > c->n_layers)) bad = "global_every is not in 0 .. n_layers";
+    else if (!bad && !(c->rope_theta_global == 0.0f || c->rope_theta_global > 1.0f))
+        bad = "the global layers' rope theta is not > 1 (or 0: the local one)";
+    else if (!bad && c->global_every && c->cache_positions)
+        bad = "StreamingLLM's position rule is for windowed models, not local/global hybrids";
     else if (!bad && !(c->norm_eps > 0.0f)) bad = "norm_eps is not positive";
     else if (!bad && !(c->rope.theta > 1.0f)) bad = "rope theta is not > 1";
     else if (!bad && (c->rope.scaling < ROPE_NONE || c->rope.scaling > ROPE_YARN)) bad = "unknown rope scaling";
@@ -123,11 +128,20 @@ void model_free(Model *m) {
     m->params = NULL;
 }
 
-// Keys visible to a query at position p (see attention_visible).
+LayerAttention config_layer_attention(const Config *c, int l) {
+    int global = c->global_every > 0 && l % c->global_every == c->global_every - 1;
+    return global ? (LayerAttention){1, 0, 0} : (LayerAttention){0, c->window, c->n_sink};
+}
+
+// Keys visible to a query at position p on layer l, summed over the layers (see
+// attention_visible).
 static double visible_keys(const Config *c, int p) {
-    if (c->window == 0 || p < c->window) return p + 1;
-    int sinks_outside = c->n_sink < p + 1 - c->window ? c->n_sink : p + 1 - c->window;
-    return c->window + sinks_outside;
+    double keys = 0.0;
+    for (int l = 0; l < c->n_layers; l++) {
+        LayerAttention la = config_layer_attention(c, l);
+        keys += attention_visible_keys(p, la.window, la.n_sink).count;
+    }
+    return keys;
 }
 
 // absorbed: MLA as inference runs it (latent queries and outputs); else as the trainer runs
@@ -144,7 +158,7 @@ static double forward_flops(const Config *c, int n_new, int n_past, int head_row
     double per_token = 2.0 * (L * per_layer + d.L_kv * per_kv_layer);
     double keys = 0.0;
     for (int p = n_past; p < n_past + n_new; p++) keys += visible_keys(c, p);
-    double attention = 2.0 * L * nh * (score_dim + value_dim) * keys; // Q.K^T and P.V
+    double attention = 2.0 * nh * (score_dim + value_dim) * keys; // Q.K^T and P.V, every layer
     return per_token * n_new + attention + 2.0 * C * c->vocab_size * head_rows;
 }
 
@@ -360,6 +374,16 @@ static void map_layers(Engine *e, const Model *m) {
 
 static size_t max2(size_t a, size_t b) { return a > b ? a : b; }
 
+// RoPE frequencies (rot / 2) in backend memory, and the attention temperature.
+static float *rope_table(const Ops *ops, int rot, const RopeConfig *rc, float *mscale) {
+    float *host = mallocCheck((size_t)rot / 2 * sizeof(float));
+    *mscale = rope_frequencies(host, rot, rc);
+    float *table = ops->alloc((size_t)rot / 2 * sizeof(float));
+    ops->upload(table, host, (size_t)rot / 2 * sizeof(float));
+    free(host);
+    return table;
+}
+
 static void runstate_alloc(RunState *s, const Ops *ops, const Config *c, DType dtype, int max_rows, int max_keys) {
     size_t R = max_rows, C = c->dim, H = c->hidden_dim, Lkv = config_kv_layers(c), V = c->vocab_size;
     ModelDims d = model_dims(c);
@@ -411,17 +435,19 @@ static void runstate_alloc(RunState *s, const Ops *ops, const Config *c, DType d
         free(rows);
     }
 
-    float *inv_freq = mallocCheck((size_t)rot / 2 * sizeof(float));
-    s->mscale = rope_frequencies(inv_freq, rot, &c->rope);
-    s->inv_freq = ops->alloc((size_t)rot / 2 * sizeof(float));
-    ops->upload(s->inv_freq, inv_freq, (size_t)rot / 2 * sizeof(float));
-    free(inv_freq);
+    s->inv_freq = rope_table(ops, rot, &c->rope, &s->mscale);
+    s->inv_freq_global = NULL;
+    if (c->rope_theta_global && c->rope_theta_global != c->rope.theta) {
+        RopeConfig global = c->rope;
+        global.theta = c->rope_theta_global;
+        s->inv_freq_global = rope_table(ops, rot, &global, &s->mscale_global);
+    }
 }
 
 static void runstate_free(RunState *s, const Ops *ops) {
     void *bufs[] = {s->x,      s->xb,          s->q,           s->k,      s->v,        s->att,
                     s->proj,   s->hb,          s->hb2,         s->logits, s->matmul_scratch,
-                    s->attn_scratch, s->inv_freq, s->tokens,   s->pos,    s->keys,     s->values,
+                    s->attn_scratch, s->inv_freq, s->inv_freq_global, s->tokens, s->pos, s->keys, s->values,
                     s->k_dec,  s->v_dec,       s->k_dec_rows,  s->v_dec_rows, s->layouts, s->key_scales,
                     s->value_scales};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ops->free(bufs[i]);
@@ -505,20 +531,34 @@ static void stage_rows(Engine *e, KVCache **caches, const int *tokens, const int
 // own_kv: this layer computes the keys and values it reads (CLA's later layers of a set
 // read those the set's first layer wrote into the cache in this same forward).
 
+// Layer l's attention (local or global) and the RoPE tables it rotates with.
+typedef struct {
+    LayerAttention attn;
+    const float *inv_freq;
+    float mscale;
+} LayerPlan;
+
+static LayerPlan layer_plan(const Engine *e, int l) {
+    const RunState *s = &e->s;
+    LayerPlan lp = {config_layer_attention(&e->config, l), s->inv_freq, s->mscale};
+    if (lp.attn.global && s->inv_freq_global) lp.inv_freq = s->inv_freq_global, lp.mscale = s->mscale_global;
+    return lp;
+}
+
 // MHA / GQA / MQA.
-static void attention_heads(Engine *e, const LayerWeights *w, const KVRows *kv, int R, int own_kv) {
+static void attention_heads(Engine *e, const LayerWeights *w, const LayerPlan *lp, const KVRows *kv, int R, int own_kv) {
     const Ops *ops = e->ops;
     const Config *c = &e->config;
     RunState *s = &e->s;
     int hd = c->head_dim, kv_dim = c->n_kv_heads * hd;
-    AttentionShape shape = {c->n_heads, c->n_kv_heads, hd, c->window, c->n_sink, 1.0f / sqrtf((float)hd), .value_dim = hd,
-                            .cache_positions = c->cache_positions, .inv_freq = s->inv_freq};
+    AttentionShape shape = {c->n_heads, c->n_kv_heads, hd, lp->attn.window, lp->attn.n_sink, 1.0f / sqrtf((float)hd), .value_dim = hd,
+                            .cache_positions = c->cache_positions, .inv_freq = lp->inv_freq};
     ops->matmul(s->q, s->xb, &w->wq, R, s->matmul_scratch); // (R, n_heads * hd)
-    ops->rope(s->q, R, c->n_heads, hd, hd, s->pos, s->inv_freq, s->mscale);
+    ops->rope(s->q, R, c->n_heads, hd, hd, s->pos, lp->inv_freq, lp->mscale);
     if (own_kv) {
         ops->matmul(s->k, s->xb, &w->wk, R, s->matmul_scratch); // (R, n_kv * hd)
         ops->matmul(s->v, s->xb, &w->wv, R, s->matmul_scratch);
-        ops->rope(s->k, R, c->n_kv_heads, hd, hd, s->pos, s->inv_freq, s->mscale);
+        ops->rope(s->k, R, c->n_kv_heads, hd, hd, s->pos, lp->inv_freq, lp->mscale);
         ops->kv_write(kv, s->k, s->v, kv_dim);
     }
     ops->attention(s->att, s->q, kv, &shape, s->attn_scratch, s->attn_scratch_bytes);
@@ -526,43 +566,44 @@ static void attention_heads(Engine *e, const LayerWeights *w, const KVRows *kv, 
 }
 
 // MLA's cache rows [c_kv; RoPE(k_R)] (R, d_c + d_r), written by both paths.
-static void mla_write_latent(Engine *e, const LayerWeights *w, const KVRows *kv, int R) {
+static void mla_write_latent(Engine *e, const LayerWeights *w, const LayerPlan *lp, const KVRows *kv, int R) {
     const Config *c = &e->config;
     RunState *s = &e->s;
     int lat = c->kv_lora_rank + c->rope_dim;
     e->ops->matmul(s->k, s->xb, &w->wkv_a, R, s->matmul_scratch); // (R, d_c + d_r)
-    e->ops->rope(s->k, R, 1, lat, c->rope_dim, s->pos, s->inv_freq, s->mscale);
+    e->ops->rope(s->k, R, 1, lat, c->rope_dim, s->pos, lp->inv_freq, lp->mscale);
     e->ops->kv_write(kv, s->k, NULL, lat);
 }
 
 // MLA absorbed: queries [W_uk^T q_C; RoPE(q_R)] per head against the latent rows (one KV head,
 // values = the rows' c_kv), the latent outputs through wo_abs.
-static void attention_mla_absorbed(Engine *e, const LayerWeights *w, const KVRows *kv, int R, int own_kv) {
+static void attention_mla_absorbed(Engine *e, const LayerWeights *w, const LayerPlan *lp, const KVRows *kv, int R,
+                                   int own_kv) {
     const Ops *ops = e->ops;
     const Config *c = &e->config;
     RunState *s = &e->s;
     int lat = c->kv_lora_rank + c->rope_dim;
-    AttentionShape shape = {c->n_heads, 1, lat, c->window, c->n_sink, 1.0f / sqrtf((float)(c->head_dim + c->rope_dim)),
+    AttentionShape shape = {c->n_heads, 1, lat, lp->attn.window, lp->attn.n_sink, 1.0f / sqrtf((float)(c->head_dim + c->rope_dim)),
                             .value_dim = c->kv_lora_rank, .value_stride = lat};
-    if (own_kv) mla_write_latent(e, w, kv, R);
+    if (own_kv) mla_write_latent(e, w, lp, kv, R);
     ops->matmul(s->q, s->xb, &w->wq_abs, R, s->matmul_scratch); // (R, n_heads * (d_c + d_r))
-    ops->rope(s->q, R, c->n_heads, lat, c->rope_dim, s->pos, s->inv_freq, s->mscale);
+    ops->rope(s->q, R, c->n_heads, lat, c->rope_dim, s->pos, lp->inv_freq, lp->mscale);
     ops->attention(s->att, s->q, kv, &shape, s->attn_scratch, s->attn_scratch_bytes); // (R, n_heads * d_c)
     ops->matmul(s->proj, s->att, &w->wo_abs, R, s->matmul_scratch);                   // (R, C)
 }
 
 // MLA naive: for each sequence among the rows, decompress its cached rows into every head's
 // keys [k_C; k_R] and values, then ordinary attention with queries [q_C; RoPE(q_R)].
-static void attention_mla_naive(Engine *e, const LayerWeights *w, const KVRows *kv, int kv_layer, KVCache **caches,
-                                int R, int own_kv) {
+static void attention_mla_naive(Engine *e, const LayerWeights *w, const LayerPlan *lp, const KVRows *kv, int kv_layer,
+                                KVCache **caches, int R, int own_kv) {
     const Ops *ops = e->ops;
     const Config *c = &e->config;
     RunState *s = &e->s;
     int nh = c->n_heads, hd = c->head_dim, qk = hd + c->rope_dim;
-    AttentionShape shape = {nh, nh, qk, c->window, c->n_sink, 1.0f / sqrtf((float)qk), .value_dim = hd};
-    if (own_kv) mla_write_latent(e, w, kv, R);
+    AttentionShape shape = {nh, nh, qk, lp->attn.window, lp->attn.n_sink, 1.0f / sqrtf((float)qk), .value_dim = hd};
+    if (own_kv) mla_write_latent(e, w, lp, kv, R);
     ops->matmul(s->q, s->xb, &w->wq, R, s->matmul_scratch); // (R, n_heads * (hd + d_r))
-    ops->rope(s->q, R, nh, qk, c->rope_dim, s->pos, s->inv_freq, s->mscale);
+    ops->rope(s->q, R, nh, qk, c->rope_dim, s->pos, lp->inv_freq, lp->mscale);
     for (int r0 = 0, r1; r0 < R; r0 = r1) { // rows r0 .. r1 - 1: one sequence
         if (caches[r0]->layout.ring) die("engine_forward: MLA's naive path reads contiguous caches only");
         int n = 0;
@@ -587,10 +628,13 @@ void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *p
     for (int r = 0, n; r < R; r += n) { // n: the rows of caches[r]'s sequence, consecutive
         Error err;
         for (n = 1; r + n < R && caches[r + n] == caches[r];) n++;
-        if (kv_cache_fits(caches[r], pos[r], pos[r + n - 1] - pos[r] + 1, c->window, c->n_sink, &err))
-            die("engine_forward: %s", err.msg);
-        if (attention_visible_keys(pos[r + n - 1], c->window, c->n_sink).count > s->max_keys)
-            die("engine_forward: position %d sees more keys than the engine's %d", pos[r + n - 1], s->max_keys);
+        for (int l = 0; l < c->n_layers; l++) { // each layer's attention, local or global
+            LayerAttention la = config_layer_attention(c, l);
+            if (kv_cache_fits(caches[r], pos[r], pos[r + n - 1] - pos[r] + 1, la.window, la.n_sink, &err))
+                die("engine_forward: layer %d: %s", l, err.msg);
+            if (attention_visible_keys(pos[r + n - 1], la.window, la.n_sink).count > s->max_keys)
+                die("engine_forward: position %d sees more keys than the engine's %d", pos[r + n - 1], s->max_keys);
+        }
         if (caches[r]->dtype != caches[0]->dtype)
             die("engine_forward: one forward over %s and %s KV caches", dtype_name(caches[0]->dtype),
                 dtype_name(caches[r]->dtype));
@@ -605,11 +649,12 @@ void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *p
         KVRows kv = {R, s->pos, s->keys + (size_t)kv_layer * R, s->values + (size_t)kv_layer * R, s->layouts,
                      caches[0]->dtype, c->n_kv_heads, s->key_scales + (size_t)kv_layer * R,
                      s->value_scales + (size_t)kv_layer * R};
+        LayerPlan lp = layer_plan(e, l);
         // attention block
         ops->rmsnorm(s->xb, s->x, w->rms_att, R, C, c->norm_eps);
-        if (!c->kv_lora_rank) attention_heads(e, w, &kv, R, own_kv);
-        else if (e->mla_naive) attention_mla_naive(e, w, &kv, kv_layer, caches, R, own_kv);
-        else attention_mla_absorbed(e, w, &kv, R, own_kv);
+        if (!c->kv_lora_rank) attention_heads(e, w, &lp, &kv, R, own_kv);
+        else if (e->mla_naive) attention_mla_naive(e, w, &lp, &kv, kv_layer, caches, R, own_kv);
+        else attention_mla_absorbed(e, w, &lp, &kv, R, own_kv);
         ops->add(s->x, s->proj, (size_t)R * C);
 
         // MLP block: w2(silu(w1 x) * w3 x)

@@ -13,6 +13,10 @@
 // default) folds W_uk into the query and W_uv into the output projection at engine_open, so
 // attention is MQA-like over the latent rows; naive decompresses K and V from the cache of
 // each sequence every forward, then runs ordinary attention.
+// Local and global layers (Config.global_every, Gemma 3's 5:1 hybrid): every k-th layer attends
+// to the whole causal context with its own RoPE base, the others to the window and sinks;
+// config_layer_attention gives a layer's kind. A cache serves both kinds when it is
+// contiguous (a ring cannot serve a global layer: kv_cache_fits says so per layer).
 // CLA (cross-layer attention, Brandon et al. 2024, kv_share = s > 1): layer l uses the keys
 // and values of layer s * (l / s), which alone has KV weights; the cache holds ceil(L / s)
 // layers.
@@ -48,7 +52,19 @@ typedef struct {
     int kv_lora_rank;    // MLA's latent d_c; 0 = not MLA (n_kv_heads is then n_heads)
     int rope_dim;        // MLA's decoupled RoPE dims d_r (even); 0 unless MLA
     int kv_share;        // CLA: adjacent layers per set of keys and values; 1 = no sharing
+    // Local and global layers (Gemma 3, character.ai's hybrid): 0, every layer attends as window
+    // and n_sink say; k > 0, layer l is global (full causal attention) when l % k == k - 1 and
+    // local (window, n_sink) otherwise. Gemma 3 270M: k = 6, five local layers to one global.
+    int global_every;
+    float rope_theta_global; // global layers' RoPE base (Gemma 3: 1e6); 0 = rope.theta
 } Config;
+
+// One layer's attention, as the config gives it.
+typedef struct {
+    int global;        // full causal attention, RoPE at rope_theta_global where that is set
+    int window, n_sink; // as attention_visible takes them: 0, 0 on a global layer
+} LayerAttention;
+LayerAttention config_layer_attention(const Config *c, int l);
 
 // Layers with their own keys and values (and KV weights): ceil(L / kv_share).
 static inline int config_kv_layers(const Config *c) { return (c->n_layers + c->kv_share - 1) / c->kv_share; }
@@ -173,6 +189,8 @@ typedef struct {
     size_t attn_scratch_bytes;
     float *inv_freq;   // (hd / 2)
     float mscale;
+    float *inv_freq_global; // global layers' frequencies when their base differs, else NULL
+    float mscale_global;
     int *tokens, *pos; // (R)
     KVLayout *layouts; // (R) each row's cache layout
     KVLayout *layouts_host;
