@@ -7,8 +7,9 @@
 #   OUT                  a symbolic link to the current generation, .<name>.runs/<stamp>
 #   .<name>.runs/next    the run in progress: a hard-link copy of the current generation, so
 #                        make sees the same files and dates and reruns only stale steps; every
-#                        writer replaces files by temp + rename (never in place), so the
-#                        current generation's files, which share those inodes, never change
+#                        writer replaces files by temp + rename or unlinks them (never writes
+#                        in place: an experiment's manifest <name>.done too), so the current
+#                        generation's files, which share those inodes, never change
 #   .<name>.lock         flock(1): a second run waits for the first, then finds it up to date
 # When COMMAND succeeds the stage becomes a generation and the link is swapped to it in one
 # rename(2); only then is the previous generation removed. Whatever a killed run left (the

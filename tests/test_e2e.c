@@ -6,13 +6,16 @@
 // of the experiments (`make experiments`, the report's steps without the PDF) with the same
 // seeds must reproduce every non-timing column exactly; speculative decoding at T = 0 must
 // give plain greedy decoding's tokens, in the sweep and in bin/generate; bin/generate's RoPE
-// override stretches the model's context.
+// override stretches the model's context. Every step leaves its manifest (<name>.done, the
+// GPU's <name>.cuda.done: experiments/lab/lab.h), and the manifests account for every CSV of
+// the run directory that an experiment wrote.
 // Run from the repository root: make test (it sets INFERLAB_ROOT, INFERLAB_BIN and
 // INFERLAB_CUDA_EXPERIMENTS); takes a minute or two.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,8 +268,9 @@ static int exists(const char *dir, const char *file) {
 }
 
 // Every measured table holds the CPU's rows; where the report ran on a GPU, the GPU's too (in
-// every table); elsewhere every --backend cuda run must end "not run" (exit 2) without
-// writing anything.
+// every table) and each CUDA experiment's GPU step left its manifest; elsewhere there is no
+// GPU manifest and every --backend cuda run must end "not run" (exit 2) without writing
+// anything.
 static void test_backend_column(void **state) {
     (void)state;
     int n = (int)(sizeof MEASURED_CSVS / sizeof MEASURED_CSVS[0]), with_gpu = 0;
@@ -274,12 +278,18 @@ static void test_backend_column(void **state) {
         if (backend_rows(out_dir, MEASURED_CSVS[i], "cpu") == 0) fail_msg("%s: no cpu rows", MEASURED_CSVS[i]);
         with_gpu += backend_rows(out_dir, MEASURED_CSVS[i], "cuda") > 0;
     }
-    if (with_gpu == n) return;
-    if (with_gpu > 0) fail_msg("cuda rows in %d of the %d measured tables", with_gpu, n);
-    char dir[300], cmd[4096], list[1024];
+    if (with_gpu > 0 && with_gpu < n) fail_msg("cuda rows in %d of the %d measured tables", with_gpu, n);
+    char dir[300], cmd[4096], list[1024], manifest[128];
     snprintf(dir, sizeof dir, "%s/nocuda", again_dir);
     const char *experiments = getenv("INFERLAB_CUDA_EXPERIMENTS");
     if (!experiments || !*experiments) fail_msg("INFERLAB_CUDA_EXPERIMENTS is not set (run through make test)");
+    snprintf(list, sizeof list, "%s", experiments);
+    for (char *name = strtok(list, " "); name; name = strtok(NULL, " ")) {
+        snprintf(manifest, sizeof manifest, "%s.cuda.done", name);
+        if (exists(out_dir, manifest) != (with_gpu == n))
+            fail_msg("%s/%s: %s", out_dir, manifest, with_gpu ? "missing after the GPU step" : "there without a GPU");
+    }
+    if (with_gpu == n) return;
     snprintf(list, sizeof list, "%s", experiments);
     for (char *name = strtok(list, " "); name; name = strtok(NULL, " ")) {
         snprintf(cmd, sizeof cmd, "cd %s && %s/%s --backend cuda --profile quick --out %s 2> %s/nocuda.stderr", root,
@@ -299,6 +309,68 @@ static void test_backend_column(void **state) {
     }
     // not even its directory: the runs stopped before writing anything
     if (exists(dir, ".")) fail_msg("%s was created by runs that did not happen", dir);
+}
+
+// The files a step's manifest names, one a line, into names[] (at most max); returns the count.
+static int manifest_files(const char *dir, const char *manifest, char names[][128], int max) {
+    char path[1300], line[128];
+    snprintf(path, sizeof path, "%s/%s", dir, manifest);
+    FILE *f = fopen(path, "r");
+    if (!f) fail_msg("%s is missing", path);
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!strchr(line, '\n')) fail_msg("%s: a line longer than %zu bytes, or one without its end", path, sizeof line - 2);
+        line[strcspn(line, "\n")] = '\0';
+        if (!line[0] || n == max) fail_msg("%s: an empty line, or more than %d", path, max);
+        memcpy(names[n++], line, sizeof line);
+    }
+    fclose(f);
+    return n;
+}
+
+static int has_suffix(const char *name, const char *suffix) {
+    size_t n = strlen(name), k = strlen(suffix);
+    return n > k && strcmp(name + n - k, suffix) == 0;
+}
+
+static int listed(char names[][128], int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0) return 1;
+    return 0;
+}
+
+// The steps' manifests (experiments/lab/lab.h): each names files that are in the run
+// directory and ends with meta.csv; none is a shard's; together they name every table the
+// test expects and every CSV there but the models' records, which make copies in.
+static void test_step_manifests(void **state) {
+    (void)state;
+    enum { MAX_NAMES = 256 };
+    static char names[MAX_NAMES][128];
+    int n = 0, manifests = 0;
+    DIR *d = opendir(out_dir);
+    if (!d) fail_msg("cannot open %s", out_dir);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (!has_suffix(e->d_name, ".done")) continue;
+        if (strstr(e->d_name, ".shard-")) fail_msg("%s/%s: a shard's manifest", out_dir, e->d_name);
+        int k = manifest_files(out_dir, e->d_name, names + n, MAX_NAMES - n);
+        if (k == 0 || strcmp(names[n + k - 1], "meta.csv") != 0) fail_msg("%s/%s does not end with meta.csv", out_dir, e->d_name);
+        for (int i = n; i < n + k; i++)
+            if (!exists(out_dir, names[i])) fail_msg("%s/%s names %s, which is not there", out_dir, e->d_name, names[i]);
+        n += k, manifests++;
+    }
+    closedir(d);
+    if (manifests == 0) fail_msg("%s: no step manifest (*.done)", out_dir);
+    for (size_t i = 0; i < sizeof EXPECTED / sizeof EXPECTED[0]; i++)
+        if (!listed(names, n, EXPECTED[i].file)) fail_msg("no manifest in %s names %s", out_dir, EXPECTED[i].file);
+    const char *copied[] = {"zoo.csv", "passkey.csv", "train_log_target.csv"};
+    d = opendir(out_dir);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        int model_record = 0;
+        for (size_t i = 0; i < sizeof copied / sizeof copied[0]; i++) model_record |= strcmp(e->d_name, copied[i]) == 0;
+        if (has_suffix(e->d_name, ".csv") && !model_record && !listed(names, n, e->d_name))
+            fail_msg("%s/%s: written, but no step's manifest names it", out_dir, e->d_name);
+    }
+    closedir(d);
 }
 
 static char *pdf_text(const char *pdf) {
@@ -468,6 +540,15 @@ static void test_non_timing_columns_reproduce(void **state) {
     run(cmd);
     for (size_t i = 0; i < sizeof DETERMINISTIC / sizeof DETERMINISTIC[0]; i++)
         compare_columns(DETERMINISTIC[i].file, DETERMINISTIC[i].columns);
+    // the same steps wrote the same files
+    DIR *d = opendir(out_dir);
+    if (!d) fail_msg("cannot open %s", out_dir);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (!has_suffix(e->d_name, ".done")) continue;
+        snprintf(cmd, sizeof cmd, "cmp %s/%s %s/%s", out_dir, e->d_name, again_dir, e->d_name);
+        run(cmd);
+    }
+    closedir(d);
 }
 
 // Bad --drafts lists end with a message and exit status 1 before anything is written; a
@@ -514,6 +595,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_generate_rope_override),
         cmocka_unit_test(test_csv_headers_and_rows),
+        cmocka_unit_test(test_step_manifests),
         cmocka_unit_test(test_pdf_text),
         cmocka_unit_test(test_backend_column),
         cmocka_unit_test(test_speculative_greedy_is_plain),

@@ -5,7 +5,8 @@
 // cpu2's job was scancel'd names cpu2 as missing and still shows cpu; the re-submit re-ran
 // nothing of cpu's (its CSVs and PDF keep their mtimes); the job array's needle shards merge
 // into exactly the CSVs one run writes (those tables have no timing columns, so the whole
-// file), and no shard is left behind. Without slurm-wlm the test fails, saying so (make deps
+// file), and no shard is left behind; the machines' steps left their manifests (<name>.done),
+// the shards and their merge none (they are parts of a run). Without slurm-wlm the test fails, saying so (make deps
 // installs it). A few minutes on 2 cores: one CPU build, two quick runs of two experiments.
 // Run: make build/tests/test_fleet && INFERLAB_ROOT=$PWD ./build/tests/test_fleet
 #include <setjmp.h>
@@ -97,6 +98,16 @@ static void test_fleet_on_one_node(void **state) {
     }
     snprintf(cmd, sizeof cmd, "ls '%s'/array/*.shard-* >/dev/null 2>&1", fleet);
     assert_int_not_equal(system(cmd), 0);
+
+    // every machine's step said it was done; no shard or merge did (experiments/lab/lab.h)
+    const char *steps[] = {"sampling.done", "kv_cache.done"};
+    for (int i = 0; i < 2; i++)
+        for (int m = 0; m < 2; m++) {
+            snprintf(path, sizeof path, "%s/%s/%s", fleet, machines[m], steps[i]);
+            if (!file_exists(path)) fail_msg("%s is missing", path);
+        }
+    snprintf(cmd, sizeof cmd, "ls '%s'/array/*.done >/dev/null 2>&1", fleet);
+    if (system(cmd) == 0) fail_msg("%s/array holds a manifest (*.done): shards and their merge write none", fleet);
 
     // the daemons were stopped
     snprintf(path, sizeof path, "%s/cluster/slurmctld.pid", work);

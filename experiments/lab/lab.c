@@ -1,5 +1,6 @@
 // lab.c: the experiment harness (see lab.h): the option table -> getopt_long and --help,
-// the shared options, the backend check, CSV paths, shards and the meta.csv ending.
+// the shared options, the backend check, CSV paths, shards, and the ending: meta.csv, then
+// the run's manifest.
 #include "lab.h"
 
 #include <errno.h>
@@ -38,6 +39,7 @@ static int n_options(const Experiment *e) {
 static int n_tables(const Experiment *e) {
     int n = 0;
     while (e->tables && e->tables[n].stem) n++;
+    if (n > LAB_MAX_TABLES) die("%s: more than %d tables", e->name, LAB_MAX_TABLES);
     return n;
 }
 
@@ -217,12 +219,39 @@ int lab_main(const Experiment *e, int argc, char **argv) {
     backend_require(r.backend, e->name); // before anything is read or written
     if (check_required(e, &err)) cli_usage_error(e->name, err.msg);
     if (e->common & LAB_THREADS) kernels_set_threads(r.threads);
+    // The step is not done until this run says so: a run that fails or is killed leaves no
+    // manifest behind (the stage of scripts/report_run.sh shares the old one's inode: unlink
+    // it, never write it in place).
+    int manifest = (e->common & LAB_OUT) && !r.n_shards;
+    char path[1024];
+    if (manifest) {
+        lab_manifest_path(&r, path, sizeof path);
+        if (unlink(path) != 0 && errno != ENOENT) die("%s: cannot remove %s: %s", e->name, path, strerror(errno));
+    }
     hw_probe(&r.hw);
     int status = e->run(&r);
     progress_done();
     if (status != 0 || !(e->common & LAB_OUT)) return status;
     if (meta_make_dir(r.out_dir, &err) || meta_write(r.out_dir, &r.hw, r.profile, r.meta, r.n_meta, &err))
         die("%s", err.msg);
+    if (manifest && lab_manifest_write(&r, &err)) die("%s: %s", e->name, err.msg);
+    return 0;
+}
+
+void lab_manifest_path(const LabRun *r, char *buf, size_t size) {
+    int n = snprintf(buf, size, "%s/%s%s.done", r->out_dir, r->exp->name, r->backend == BACKEND_CUDA ? ".cuda" : "");
+    if (n >= (int)size) die("output path too long: %s/%s", r->out_dir, r->exp->name);
+}
+
+int lab_manifest_write(const LabRun *r, Error *err) {
+    char path[1024];
+    lab_manifest_path(r, path, sizeof path);
+    if (meta_make_dir(r->out_dir, err)) return -1;
+    AtomicFile out = atomic_open(path);
+    for (int t = 0; t < n_tables(r->exp); t++)
+        if ((r->written >> t) & 1) fprintf(out.f, "%s.csv\n", r->exp->tables[t].stem);
+    fprintf(out.f, "meta.csv\n");
+    atomic_commit(&out);
     return 0;
 }
 
@@ -300,6 +329,7 @@ CsvWriter lab_csv(LabRun *r, int table) {
     lab_csv_path(r, table, path, sizeof path);
     Error err;
     if (meta_make_dir(r->out_dir, &err)) die("%s", err.msg);
+    r->written |= (uint64_t)1 << table; // (lab_csv_path has checked the index)
     const LabTable *t = &r->exp->tables[table];
     if ((t->backends & LAB_BOTH) != LAB_BOTH) return csv_open(path, t->header);
     if (strncmp(t->header, "backend,", 8) != 0) die("%s: table %s of both backends lacks the backend column", r->exp->name, t->stem);

@@ -9,6 +9,13 @@
 // runs the K-th of N contiguous parts of the sweep (lab_shard_owns says which items), writing
 // only the tables marked LAB_SHARDED as <stem>.shard-K-of-N.csv, and --merge-shards N joins
 // them into <stem>.csv, byte for byte the file one whole run writes.
+// A run that succeeds ends with its manifest, <out>/<name>.done (a --backend cuda run:
+// <name>.cuda.done), written atomically after every table and meta.csv: the files the run
+// wrote, one a line (its tables' <stem>.csv in table order, then meta.csv). It is the
+// pipeline's record that the step is done (the Makefile's target for the step, so the
+// tables an experiment writes are declared here, in TABLES, and nowhere else); the run
+// removes the old one as it starts, so a run that fails or is killed leaves none. A --shard
+// run and a --merge-shards run are parts of a run and write no manifest.
 //
 //   static long t_max;
 //   static const LabOption OPTIONS[] = {
@@ -106,7 +113,7 @@ typedef struct {
     int (*run)(LabRun *r);    // the exit status
 } Experiment;
 
-enum { LAB_MAX_META = 16 };
+enum { LAB_MAX_META = 16, LAB_MAX_TABLES = 64 }; // (LabRun.written has a bit per table)
 
 struct LabRun {
     const Experiment *exp;
@@ -117,6 +124,7 @@ struct LabRun {
     Backend backend;     // --backend; cpu for experiments without it
     int shard, n_shards; // --shard K/N; n_shards 0: the whole sweep
     int merge_shards;    // --merge-shards N: join the shards instead of running (lab_main)
+    uint64_t written;    // the tables lab_csv opened so far (bit i: table i), for the manifest
     HwInfo hw;           // this machine, probed before run
     int n_meta;          // lab_meta entries so far
     MetaEntry meta[LAB_MAX_META];
@@ -138,6 +146,12 @@ int lab_parse(const Experiment *e, int argc, char **argv, LabRun *r, int *help, 
 CsvWriter lab_csv(LabRun *r, int table);
 // Its path: <out>/<stem>.csv (under --shard K/N: <out>/<stem>.shard-K-of-N.csv).
 void lab_csv_path(const LabRun *r, int table, char *buf, size_t size);
+
+// The run's manifest: <out>/<name>.done, or <out>/<name>.cuda.done on the GPU (see above).
+void lab_manifest_path(const LabRun *r, char *buf, size_t size);
+// Write it, atomically: a line per table lab_csv opened (<stem>.csv, in table order), then
+// meta.csv. What lab_main does last when run returns 0 (not under --shard). 0, or -1 with err.
+int lab_manifest_write(const LabRun *r, Error *err);
 
 // Add key = printf(fmt, ...) to the keys merged into <out>/meta.csv when run returns 0.
 void lab_meta(LabRun *r, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
