@@ -7,6 +7,8 @@
 //    both position rules, decoding and chunked prefill, and after a rollback;
 //  - the ring's rows stay n_sink + window + chunk - 1 however long the stream (bytes and
 //    allocator), and a forward that would overwrite its own window is an error;
+//  - a hybrid model's cache (rings for its local layers, contiguous global layers) gives the
+//    all-contiguous cache's logits bit for bit, and holds only the local layers' rings;
 //  - StreamingLLM's rule in attention_kv equals a double-precision reference that caches keys
 //    unrotated and rotates q and k at their positions within the cache (tolerance 1e-4).
 // Run: make build/tests/test_kvcache && ./build/tests/test_kvcache
@@ -98,6 +100,56 @@ static void test_ring_equals_contiguous_window_mask(void **state) {
             free(want);
             model_free(&m);
         }
+}
+
+// A hybrid model (4 layers, 1 and 3 global at their own RoPE base, 0 and 2 local with window 6
+// and 2 sinks) through its own cache (session_open: rings for the local layers, contiguous
+// global layers) gives the logits of the same model through an all-contiguous cache, bit for
+// bit, over a stream that wraps the rings many times, decoding and in prefill chunks of 4; the
+// cache holds the global layers' positions and only the rings of the local ones.
+static void test_hybrid_cache_equals_contiguous(void **state) {
+    (void)state;
+    enum { T = 70, WINDOW = 6, SINKS = 2 };
+    int tokens[T];
+    random_tokens(tokens, T, 67, 9);
+    Config c = small_config(4, 2, WINDOW, SINKS);
+    c.n_layers = 4;
+    c.global_every = 2;
+    c.rope_theta_global = 1e6f;
+    Model m;
+    random_model(&m, &c, 44, 0.3f);
+    int V = c.vocab_size;
+    float *want = mallocCheck((size_t)T * V * sizeof(float)), *got = mallocCheck((size_t)T * V * sizeof(float));
+    Engine e;
+    Session hybrid, flat;
+    engine_open(&e, &m, ops_cpu(), DTYPE_F32, MAX_ROWS, T);
+    session_open(&flat, &e, T);
+    kv_cache_free(&flat.cache); // the same model through one contiguous layout
+    kv_cache_alloc(&flat.cache, ops_cpu(), c.n_layers, c.n_kv_heads, c.head_dim, T);
+    session_open(&hybrid, &e, T);
+    assert_int_equal(hybrid.cache.global_every, 2);
+    assert_int_equal(kv_cache_layer_layout(&hybrid.cache, 0).ring, WINDOW + MAX_ROWS - 1);
+    assert_int_equal(kv_cache_layer_layout(&hybrid.cache, 1).ring, 0);
+    size_t row = 2 * (size_t)c.n_kv_heads * c.head_dim * sizeof(float); // a key and a value row
+    assert_int_equal(kv_cache_bytes(&hybrid.cache), row * (2 * T + 2 * (SINKS + WINDOW + MAX_ROWS - 1)));
+    feed_stream(&flat, tokens, T, 13, want);
+    feed_stream(&hybrid, tokens, T, 13, got);
+    assert_memory_equal(got, want, (size_t)T * V * sizeof(float));
+    // and with every layer at the window (no global layer), the logits differ: the global
+    // layers did see past it
+    Config local = c;
+    local.global_every = 0;
+    local.rope_theta_global = 0.0f;
+    Model ml;
+    random_model(&ml, &local, 44, 0.3f);
+    float *windowed = stream_logits(&ml, tokens, T, 13, 0);
+    assert_true(max_rel_error(windowed + (size_t)(T - 1) * V, want + (size_t)(T - 1) * V, V) > 1e-3);
+    session_close(&hybrid);
+    session_close(&flat);
+    engine_close(&e);
+    free(want), free(got), free(windowed);
+    model_free(&m);
+    model_free(&ml);
 }
 
 // Cross-layer KV sharing through a ring (3 layers in sets of 2: two cache layers) gives the
@@ -192,12 +244,12 @@ static void test_ring_memory_is_bounded(void **state) {
     assert_int_equal(session_len(&s), T); // far past the engine's 64 keys and the ring's 12 rows
     assert_int_equal(kv_cache_bytes(&s.cache), want);
     // a decode-only ring refuses a forward of two positions, and attention it cannot serve
-    assert_int_equal(kv_cache_fits(&s.cache, T, 2, 8, 4, &err), -1);
+    assert_int_equal(kv_cache_fits(&s.cache, 0, T, 2, 8, 4, &err), -1);
     assert_non_null(strstr(err.msg, "overwrite"));
-    assert_int_equal(kv_cache_fits(&s.cache, T, 1, 9, 4, &err), -1);
-    assert_int_equal(kv_cache_fits(&s.cache, T, 1, 0, 0, &err), -1);
-    assert_int_equal(kv_cache_fits(&s.cache, T, 1, 8, 5, &err), -1);
-    assert_int_equal(kv_cache_fits(&s.cache, T, 1, 4, 2, &err), 0); // a smaller window is fine
+    assert_int_equal(kv_cache_fits(&s.cache, 0, T, 1, 9, 4, &err), -1);
+    assert_int_equal(kv_cache_fits(&s.cache, 0, T, 1, 0, 0, &err), -1);
+    assert_int_equal(kv_cache_fits(&s.cache, 0, T, 1, 8, 5, &err), -1);
+    assert_int_equal(kv_cache_fits(&s.cache, 0, T, 1, 4, 2, &err), 0); // a smaller window is fine
     session_close(&s);
     engine_close(&e);
     model_free(&m);
@@ -280,6 +332,7 @@ int main(void) {
         cmocka_unit_test(test_ring_covering_the_stream_is_full_attention),
         cmocka_unit_test(test_ring_equals_contiguous_window_mask),
         cmocka_unit_test(test_ring_with_shared_layers),
+        cmocka_unit_test(test_hybrid_cache_equals_contiguous),
         cmocka_unit_test(test_position_rule_moves_only_evicted_sinks),
         cmocka_unit_test(test_ring_rollback),
         cmocka_unit_test(test_ring_memory_is_bounded),

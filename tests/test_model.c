@@ -512,7 +512,7 @@ static void test_kv_cache_bytes(void **state) {
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         KVCache c;
         assert_int_equal(config_kv_bytes_per_token(&models[i].c), models[i].per_token);
-        model_kv_cache_alloc(&c, ops_cpu(), &models[i].c, 100);
+        model_kv_cache_alloc(&c, ops_cpu(), &models[i].c, 100, 1);
         assert_int_equal(kv_cache_bytes(&c), 100 * models[i].per_token);
         if (models[i].c.kv_lora_rank) assert_ptr_equal(kv_cache_layer_value(&c, 0), kv_cache_layer_key(&c, 0));
         kv_cache_free(&c);

@@ -28,7 +28,7 @@ size_t av_kv_formula_bytes(const Config *c, int capacity) {
 size_t av_kv_allocated_bytes(const Ops *ops, const Config *c, int capacity) {
     size_t before = ops->allocated_bytes();
     KVCache cache;
-    model_kv_cache_alloc(&cache, ops, c, capacity);
+    model_kv_cache_alloc(&cache, ops, c, capacity, 1);
     size_t bytes = ops->allocated_bytes() - before;
     kv_cache_free(&cache);
     return bytes;

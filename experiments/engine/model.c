@@ -128,6 +128,8 @@ void model_free(Model *m) {
     m->params = NULL;
 }
 
+int config_has_local_layers(const Config *c) { return c->global_every > 1 && c->window > 0; }
+
 LayerAttention config_layer_attention(const Config *c, int l) {
     int global = c->global_every > 0 && l % c->global_every == c->global_every - 1;
     return global ? (LayerAttention){1, 0, 0} : (LayerAttention){0, c->window, c->n_sink};
@@ -170,8 +172,11 @@ double model_forward_flops_expanded(const Config *c, int n_new, int n_past, int 
     return forward_flops(c, n_new, n_past, head_rows, 0);
 }
 
-void model_kv_cache_alloc(KVCache *kv, const Ops *ops, const Config *c, int capacity) {
+void model_kv_cache_alloc(KVCache *kv, const Ops *ops, const Config *c, int capacity, int chunk) {
     if (c->kv_lora_rank) kv_cache_alloc_latent(kv, ops, config_kv_layers(c), config_kv_row(c), capacity);
+    else if (config_has_local_layers(c) && c->kv_share == 1)
+        kv_cache_alloc_hybrid(kv, ops, c->n_layers, c->n_kv_heads, c->head_dim, capacity, c->global_every, c->n_sink,
+                              c->window, chunk);
     else kv_cache_alloc(kv, ops, config_kv_layers(c), c->n_kv_heads, c->head_dim, capacity);
 }
 
@@ -411,8 +416,8 @@ static void runstate_alloc(RunState *s, const Ops *ops, const Config *c, DType d
     s->attn_scratch = ops->alloc(s->attn_scratch_bytes);
     s->tokens = ops->alloc(R * sizeof(int));
     s->pos = ops->alloc(R * sizeof(int));
-    s->layouts = ops->alloc(R * sizeof(KVLayout));
-    s->layouts_host = mallocCheck(R * sizeof(KVLayout));
+    s->layouts = ops->alloc(Lkv * R * sizeof(KVLayout));
+    s->layouts_host = mallocCheck(Lkv * R * sizeof(KVLayout));
     s->keys = ops->alloc(Lkv * R * sizeof(void *));
     s->values = ops->alloc(Lkv * R * sizeof(void *));
     s->logits_host = mallocCheck(R * V * sizeof(float));
@@ -507,12 +512,10 @@ size_t engine_weight_bytes(const Engine *e) {
 static void stage_rows(Engine *e, KVCache **caches, const int *tokens, const int *pos, int R) {
     RunState *s = &e->s;
     int Lkv = config_kv_layers(&e->config);
-    for (int r = 0; r < R; r++) {
-        s->pos_host[r] = pos[r];
-        s->layouts_host[r] = caches[r]->layout;
-    }
+    for (int r = 0; r < R; r++) s->pos_host[r] = pos[r];
     for (int l = 0; l < Lkv; l++)
         for (int r = 0; r < R; r++) {
+            s->layouts_host[(size_t)l * R + r] = kv_cache_layer_layout(caches[r], l);
             s->keys_host[(size_t)l * R + r] = kv_cache_layer_key(caches[r], l);
             s->values_host[(size_t)l * R + r] = kv_cache_layer_value(caches[r], l);
             s->key_scales_host[(size_t)l * R + r] = kv_cache_layer_key_scale(caches[r], l);
@@ -520,7 +523,7 @@ static void stage_rows(Engine *e, KVCache **caches, const int *tokens, const int
         }
     e->ops->upload(s->tokens, tokens, (size_t)R * sizeof(int));
     e->ops->upload(s->pos, s->pos_host, (size_t)R * sizeof(int));
-    e->ops->upload(s->layouts, s->layouts_host, (size_t)R * sizeof(KVLayout));
+    e->ops->upload(s->layouts, s->layouts_host, (size_t)Lkv * R * sizeof(KVLayout));
     e->ops->upload(s->keys, s->keys_host, (size_t)Lkv * R * sizeof(void *));
     e->ops->upload(s->values, s->values_host, (size_t)Lkv * R * sizeof(void *));
     e->ops->upload(s->key_scales, s->key_scales_host, (size_t)Lkv * R * sizeof(float *));
@@ -605,7 +608,7 @@ static void attention_mla_naive(Engine *e, const LayerWeights *w, const LayerPla
     ops->matmul(s->q, s->xb, &w->wq, R, s->matmul_scratch); // (R, n_heads * (hd + d_r))
     ops->rope(s->q, R, nh, qk, c->rope_dim, s->pos, lp->inv_freq, lp->mscale);
     for (int r0 = 0, r1; r0 < R; r0 = r1) { // rows r0 .. r1 - 1: one sequence
-        if (caches[r0]->layout.ring) die("engine_forward: MLA's naive path reads contiguous caches only");
+        if (kv_cache_layer_layout(caches[r0], kv_layer).ring) die("engine_forward: MLA's naive path reads contiguous caches only");
         int n = 0;
         for (r1 = r0; r1 < R && caches[r1] == caches[r0]; r1++) n = s->pos_host[r1] + 1 > n ? s->pos_host[r1] + 1 : n;
         const float *rows = s->keys_host[(size_t)kv_layer * R + r0]; // a latent cache is fp32
@@ -630,7 +633,7 @@ void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *p
         for (n = 1; r + n < R && caches[r + n] == caches[r];) n++;
         for (int l = 0; l < c->n_layers; l++) { // each layer's attention, local or global
             LayerAttention la = config_layer_attention(c, l);
-            if (kv_cache_fits(caches[r], pos[r], pos[r + n - 1] - pos[r] + 1, la.window, la.n_sink, &err))
+            if (kv_cache_fits(caches[r], l / c->kv_share, pos[r], pos[r + n - 1] - pos[r] + 1, la.window, la.n_sink, &err))
                 die("engine_forward: layer %d: %s", l, err.msg);
             if (attention_visible_keys(pos[r + n - 1], la.window, la.n_sink).count > s->max_keys)
                 die("engine_forward: position %d sees more keys than the engine's %d", pos[r + n - 1], s->max_keys);
@@ -646,7 +649,7 @@ void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *p
     for (int l = 0; l < c->n_layers; l++) {
         const LayerWeights *w = &e->layers[l];
         int kv_layer = l / c->kv_share, own_kv = l % c->kv_share == 0;
-        KVRows kv = {R, s->pos, s->keys + (size_t)kv_layer * R, s->values + (size_t)kv_layer * R, s->layouts,
+        KVRows kv = {R, s->pos, s->keys + (size_t)kv_layer * R, s->values + (size_t)kv_layer * R, s->layouts + (size_t)kv_layer * R,
                      caches[0]->dtype, c->n_kv_heads, s->key_scales + (size_t)kv_layer * R,
                      s->value_scales + (size_t)kv_layer * R};
         LayerPlan lp = layer_plan(e, l);

@@ -65,6 +65,8 @@ typedef struct {
     int window, n_sink; // as attention_visible takes them: 0, 0 on a global layer
 } LayerAttention;
 LayerAttention config_layer_attention(const Config *c, int l);
+// Does the config have local layers beside global ones (global_every > 1 and a window)?
+int config_has_local_layers(const Config *c);
 
 // Layers with their own keys and values (and KV weights): ceil(L / kv_share).
 static inline int config_kv_layers(const Config *c) { return (c->n_layers + c->kv_share - 1) / c->kv_share; }
@@ -248,5 +250,8 @@ void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *p
                     int all_logits);
 
 // A cache of `capacity` positions shaped for the model: config_kv_layers layers of
-// n_kv * hd keys and values, or MLA's latent rows of d_c + d_r (values read from them).
-void model_kv_cache_alloc(KVCache *kv, const Ops *ops, const Config *c, int capacity);
+// n_kv * hd keys and values, or MLA's latent rows of d_c + d_r (values read from them). A model
+// with local layers beside global ones (config_has_local_layers, no CLA) gets a hybrid cache:
+// each local layer a ring of its window for forwards of at most chunk positions, the global
+// layers contiguous. Other caches ignore chunk.
+void model_kv_cache_alloc(KVCache *kv, const Ops *ops, const Config *c, int capacity, int chunk);

@@ -13,7 +13,7 @@ void session_open(Session *s, Engine *e, int capacity) {
         die("session of %d positions on an engine sized for %d", capacity, e->s.max_keys);
     s->engine = e;
     if (e->kv_dtype == DTYPE_F32) {
-        model_kv_cache_alloc(&s->cache, e->ops, c, capacity);
+        model_kv_cache_alloc(&s->cache, e->ops, c, capacity, e->s.max_rows);
     } else {
         if (c->kv_lora_rank) die("session_open: MLA's latent cache has no %s form", dtype_name(e->kv_dtype));
         kv_cache_alloc_typed(&s->cache, e->ops, e->kv_dtype, config_kv_layers(c), c->n_kv_heads, c->head_dim, capacity);
@@ -47,11 +47,17 @@ static int chunk_rows(const Session *s) {
     return chunk < s->engine->s.max_rows ? chunk : s->engine->s.max_rows;
 }
 
-// Can n more tokens be fed (a ring: in forwards of chunk_rows; a contiguous cache must hold all)?
+// Can n more tokens be fed (every layer: a ring in forwards of chunk_rows; a contiguous layer must
+// hold them all)?
 static int check_fits(const Session *s, int n, Error *err) {
     const Config *c = &s->engine->config;
-    int per_forward = s->cache.layout.ring && n > chunk_rows(s) ? chunk_rows(s) : n;
-    return kv_cache_fits(&s->cache, s->cache.len, per_forward, c->window, c->n_sink, err);
+    for (int l = 0; l < c->n_layers; l++) {
+        LayerAttention la = config_layer_attention(c, l);
+        int g = l / c->kv_share;
+        int per_forward = kv_cache_layer_layout(&s->cache, g).ring && n > chunk_rows(s) ? chunk_rows(s) : n;
+        if (kv_cache_fits(&s->cache, g, s->cache.len, per_forward, la.window, la.n_sink, err)) return -1;
+    }
+    return 0;
 }
 
 int session_prefill(Session *s, const int *tokens, int n, float *all_logits, Error *err) {

@@ -383,7 +383,7 @@ static void server_open(Server *s, const ServeConfig *c, Engine *e, const Reques
         for (int k = 0; k < s->n_slots; k++) s->free_slots[k] = s->n_slots - 1 - k;
         if (e) {
             s->slots = mallocCheck(s->n_slots * sizeof(KVCache));
-            for (int k = 0; k < s->n_slots; k++) model_kv_cache_alloc(&s->slots[k], ops, &e->config, c->reserve_len);
+            for (int k = 0; k < s->n_slots; k++) model_kv_cache_alloc(&s->slots[k], ops, &e->config, c->reserve_len, e->s.max_rows);
         }
     } else {
         const Config *mc = e ? &e->config : NULL;
