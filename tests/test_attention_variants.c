@@ -111,6 +111,10 @@ static void test_formula_matches_allocator(void **state) {
         int heads = 1 << (rng_u64(&rng) % 4), kv = heads >> (rng_u64(&rng) % 3);
         Config c = shape(1 + (int)(rng_u64(&rng) % 4), heads, kv > 0 ? kv : 1, 16 + 16 * (int)(rng_u64(&rng) % 4));
         expect_allocated_matches(&c, 4096 + (int)(rng_u64(&rng) % 4096), "random shape");
+        c.window = 64 + (int)(rng_u64(&rng) % 512); // local layers hold only a ring of their window
+        c.n_sink = (int)(rng_u64(&rng) % 8);
+        c.global_every = c.n_layers > 1 ? 2 : 0;
+        expect_allocated_matches(&c, 4096 + (int)(rng_u64(&rng) % 4096), "random hybrid shape");
     }
 }
 

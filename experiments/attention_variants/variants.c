@@ -21,8 +21,14 @@ AvKv av_kv(const Config *c) {
     return kv;
 }
 
+// Per cached layer: capacity positions, or a hybrid model's local layer its window and sinks
+// (the ring of one-token forwards, model_kv_cache_rows).
 size_t av_kv_formula_bytes(const Config *c, int capacity) {
-    return (size_t)capacity * (size_t)av_kv(c).bytes_per_token;
+    AvKv kv = av_kv(c);
+    size_t bytes = 0;
+    for (int g = 0; g < kv.cached_layers; g++)
+        bytes += model_kv_cache_rows(c, g, capacity, 1) * (size_t)(kv.elements_per_cached_layer * AV_ELEMENT_BYTES);
+    return bytes;
 }
 
 size_t av_kv_allocated_bytes(const Ops *ops, const Config *c, int capacity) {

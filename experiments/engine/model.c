@@ -172,9 +172,18 @@ double model_forward_flops_expanded(const Config *c, int n_new, int n_past, int 
     return forward_flops(c, n_new, n_past, head_rows, 0);
 }
 
+// A hybrid cache serves a model with local layers beside global ones and no CLA (whose sets
+// could mix the kinds) or MLA (whose latent rows have no ring).
+static int hybrid_cache(const Config *c) { return config_has_local_layers(c) && c->kv_share == 1 && !c->kv_lora_rank; }
+
+size_t model_kv_cache_rows(const Config *c, int g, int capacity, int chunk) {
+    if (hybrid_cache(c) && !config_layer_attention(c, g).global) return (size_t)c->n_sink + c->window + chunk - 1;
+    return (size_t)capacity;
+}
+
 void model_kv_cache_alloc(KVCache *kv, const Ops *ops, const Config *c, int capacity, int chunk) {
     if (c->kv_lora_rank) kv_cache_alloc_latent(kv, ops, config_kv_layers(c), config_kv_row(c), capacity);
-    else if (config_has_local_layers(c) && c->kv_share == 1)
+    else if (hybrid_cache(c))
         kv_cache_alloc_hybrid(kv, ops, c->n_layers, c->n_kv_heads, c->head_dim, capacity, c->global_every, c->n_sink,
                               c->window, chunk);
     else kv_cache_alloc(kv, ops, config_kv_layers(c), c->n_kv_heads, c->head_dim, capacity);

@@ -255,3 +255,5 @@ void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *p
 // each local layer a ring of its window for forwards of at most chunk positions, the global
 // layers contiguous. Other caches ignore chunk.
 void model_kv_cache_alloc(KVCache *kv, const Ops *ops, const Config *c, int capacity, int chunk);
+// Positions the cache of KV layer g holds in it: capacity, or a hybrid's local layer's ring.
+size_t model_kv_cache_rows(const Config *c, int g, int capacity, int chunk);
