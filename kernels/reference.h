@@ -12,6 +12,25 @@ void ref_rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *
 void ref_swiglu(float *out, const float *gate, const float *up, int T, int H);
 void ref_swiglu_backward(float *d_gate, float *d_up, const float *d_out, const float *gate, const float *up,
                          size_t n);
+// The trainer's kernels (kernels/cpu/backward.c). Gradients are summed in double and added to
+// dx, dw once; ref_attention_backward ignores probs and recomputes them in double from q and k.
+void ref_matmul_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int N, int n,
+                         int d);
+void ref_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int N, int C,
+                          float eps);
+void ref_rope_forward(float *x, int N, int T, int n_heads, int head_dim, int rot_dim, const float *inv_freq,
+                      float mscale);
+void ref_rope_backward(float *dx, int N, int T, int n_heads, int head_dim, int rot_dim, const float *inv_freq,
+                       float mscale);
+void ref_attention_forward(float *out, float *probs, const float *q, const float *k, const float *v, int B, int T,
+                           const AttentionShape *s);
+void ref_attention_backward(float *dq, float *dk, float *dv, const float *d_out, const float *probs,
+                            const float *q, const float *k, const float *v, int B, int T, const AttentionShape *s);
+double ref_crossentropy_forward(float *logits, float *row_loss, const int *targets, int N, int V);
+void ref_crossentropy_backward(float *probs, const int *targets, const float *weights, int N, int V, float scale);
+void ref_add_inplace(float *x, const float *y, size_t n);
+double ref_sum_squares(const float *x, size_t n);
+void ref_adamw(float *p, const float *g, float *m, float *v, size_t n, const AdamW *h);
 // The quantised formats of quant.h, one weight at a time: weight i of a stored row of n, found
 // from its block and its place in it (the twin of dequantize_row), and the dot of a stored row
 // with x accumulated in double (the twin of dot_row).

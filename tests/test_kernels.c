@@ -1,12 +1,15 @@
 // test_kernels.c: every CPU kernel in kernels.h against its double-precision reference
 // (kernels/reference.h) on random inputs (attention also with values narrower or wider than
 // keys and with MLA's latent rows, where values are part of the keys; RoPE of a head's tail). Tolerance: |fast - ref| <= atol + rtol * |ref|
-// elementwise, with rtol = 1e-4 and atol 1e-5 (1e-4 for long dot products).
+// elementwise, with rtol = 1e-4 and atol 1e-5 (1e-4 for long dot products). The trainer's
+// kernels (backward passes, attention with probabilities, cross-entropy, AdamW) state theirs at
+// each check; their finite-difference checks are test_train.c's.
 // Run: make build/tests/test_kernels && ./build/tests/test_kernels
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <omp.h>
 #include <string.h>
 
 #include "common.h"
@@ -261,12 +264,254 @@ static void test_attention_kv(void **state) {
     check_attention(4, 2, 1, 200, 16, 4); // a decode step far beyond the window
 }
 
+// ---- the trainer's kernels (kernels/cpu/backward.c) ----
+// Against their references on random inputs, each at a size that runs on one thread and one
+// that forks (>= parallel.h's PARALLEL_MIN_MACS of work). Gradient outputs that the kernels add
+// to start from random values. Their finite-difference checks are test_train.c's.
+
+// Copies of n floats.
+static float *clone(const float *x, size_t n) {
+    float *y = mallocCheck(n * sizeof(float));
+    memcpy(y, x, n * sizeof(float));
+    return y;
+}
+
+// Tolerance rtol 1e-4, atol 1e-4: dw sums over up to 300 rows of unit-normal products.
+static void check_matmul_backward(int N, int n, int d, int with_dx) {
+    uint64_t rng = rng_seed(N * 7 + n * 3 + d);
+    float *x = random_buffer((size_t)N * n, &rng), *w = random_buffer((size_t)d * n, &rng);
+    float *dy = random_buffer((size_t)N * d, &rng), *dx = random_buffer((size_t)N * n, &rng);
+    float *dw = random_buffer((size_t)d * n, &rng);
+    float *want_dx = clone(dx, (size_t)N * n), *want_dw = clone(dw, (size_t)d * n);
+    matmul_backward(with_dx ? dx : NULL, dw, dy, x, w, N, n, d);
+    ref_matmul_backward(with_dx ? want_dx : NULL, want_dw, dy, x, w, N, n, d);
+    assert_close(dx, want_dx, (size_t)N * n, 1e-4, 1e-4); // untouched without dx
+    assert_close(dw, want_dw, (size_t)d * n, 1e-4, 1e-4);
+    free(x); free(w); free(dy); free(dx); free(dw); free(want_dx); free(want_dw);
+}
+
+static void test_matmul_backward(void **state) {
+    (void)state;
+    check_matmul_backward(5, 7, 3, 1);
+    check_matmul_backward(40, 33, 65, 1);
+    check_matmul_backward(40, 33, 65, 0); // dx NULL: only dw
+    check_matmul_backward(300, 64, 96, 1);
+}
+
+// Tolerance rtol 1e-4, atol 1e-4 (dw sums over up to 600 rows).
+static void check_rmsnorm_backward(int N, int C) {
+    uint64_t rng = rng_seed(N * 13 + C);
+    float *x = random_buffer((size_t)N * C, &rng), *w = random_buffer(C, &rng), *dy = random_buffer((size_t)N * C, &rng);
+    float *dx = random_buffer((size_t)N * C, &rng), *dw = random_buffer(C, &rng);
+    float *want_dx = clone(dx, (size_t)N * C), *want_dw = clone(dw, C);
+    rmsnorm_backward(dx, dw, dy, x, w, N, C, 1e-5f);
+    ref_rmsnorm_backward(want_dx, want_dw, dy, x, w, N, C, 1e-5f);
+    assert_close(dx, want_dx, (size_t)N * C, 1e-4, 1e-4);
+    assert_close(dw, want_dw, C, 1e-4, 1e-4);
+    free(x); free(w); free(dy); free(dx); free(dw); free(want_dx); free(want_dw);
+}
+
+static void test_rmsnorm_backward(void **state) {
+    (void)state;
+    check_rmsnorm_backward(5, 12);   // fewer rows than reduction chunks
+    check_rmsnorm_backward(37, 130);
+    check_rmsnorm_backward(600, 128); // forks
+}
+
+// Forward and backward, whole heads and the last rot_dim dims; tolerance rtol 1e-4, atol 2e-4
+// (test_rope's: float angles).
+static void check_rope_rows(int B, int T, int H, int hd, int rot) {
+    uint64_t rng = rng_seed(B * 100 + T + rot);
+    size_t n = (size_t)B * T * H * hd;
+    float inv_freq[32];
+    for (int i = 0; i < rot / 2; i++) inv_freq[i] = powf(10000.0f, -2.0f * i / rot);
+    for (int backward = 0; backward < 2; backward++) {
+        float *x = random_buffer(n, &rng), *want = clone(x, n);
+        if (backward) {
+            rope_backward(x, B * T, T, H, hd, rot, inv_freq, 1.3f);
+            ref_rope_backward(want, B * T, T, H, hd, rot, inv_freq, 1.3f);
+        } else {
+            rope_forward(x, B * T, T, H, hd, rot, inv_freq, 1.3f);
+            ref_rope_forward(want, B * T, T, H, hd, rot, inv_freq, 1.3f);
+        }
+        assert_close(x, want, n, 1e-4, 2e-4);
+        free(x); free(want);
+    }
+}
+
+static void test_rope_rows(void **state) {
+    (void)state;
+    check_rope_rows(3, 20, 4, 16, 16);
+    check_rope_rows(3, 20, 4, 22, 6);   // MLA's decoupled part
+    check_rope_rows(4, 128, 8, 16, 16); // forks
+}
+
+// The trainer's attention, forward (output and probabilities) and backward, against the
+// references. Tolerances: probabilities rtol 1e-4, atol 1e-6; output and gradients rtol 1e-4,
+// atol 1e-5. Hidden keys' and future keys' probabilities are exactly 0.
+static void check_attention_train(int B, int T, int n_heads, int n_kv, int hd, int vd, int window, int n_sink) {
+    uint64_t rng = rng_seed(B * 1000 + T * 10 + n_kv + window);
+    AttentionShape s = {n_heads, n_kv, hd, window, n_sink, 1.0f / sqrtf((float)hd), .value_dim = vd};
+    size_t nq = (size_t)B * T * n_heads * hd, nk = (size_t)B * T * n_kv * hd, nv = (size_t)B * T * n_kv * vd;
+    size_t no = (size_t)B * T * n_heads * vd, np = (size_t)B * n_heads * T * T;
+    float *q = random_buffer(nq, &rng), *k = random_buffer(nk, &rng), *v = random_buffer(nv, &rng);
+    float *d_out = random_buffer(no, &rng);
+    float *out = mallocCheck(no * 4), *want_out = mallocCheck(no * 4), *p = mallocCheck(np * 4), *want_p = mallocCheck(np * 4);
+    attention_forward(out, p, q, k, v, B, T, &s);
+    ref_attention_forward(want_out, want_p, q, k, v, B, T, &s);
+    assert_close(p, want_p, np, 1e-4, 1e-6);
+    assert_close(out, want_out, no, 1e-4, 1e-5);
+    for (size_t e = 0; e < np; e++) {
+        int i = (int)(e / T % T), j = (int)(e % T);
+        if (j > i || !attention_visible(i, j, window, n_sink)) assert_true(p[e] == 0.0f);
+    }
+    float *dq = mallocCheck(nq * 4), *dk = mallocCheck(nk * 4), *dv = mallocCheck(nv * 4);
+    float *want_dq = mallocCheck(nq * 4), *want_dk = mallocCheck(nk * 4), *want_dv = mallocCheck(nv * 4);
+    attention_backward(dq, dk, dv, d_out, p, q, k, v, B, T, &s);
+    ref_attention_backward(want_dq, want_dk, want_dv, d_out, want_p, q, k, v, B, T, &s);
+    assert_close(dq, want_dq, nq, 1e-4, 1e-5);
+    assert_close(dk, want_dk, nk, 1e-4, 1e-5);
+    assert_close(dv, want_dv, nv, 1e-4, 1e-5);
+    free(q); free(k); free(v); free(d_out); free(out); free(want_out); free(p); free(want_p);
+    free(dq); free(dk); free(dv); free(want_dq); free(want_dk); free(want_dv);
+}
+
+static void test_attention_train(void **state) {
+    (void)state;
+    check_attention_train(2, 9, 4, 4, 8, 8, 0, 0);    // MHA
+    check_attention_train(2, 9, 4, 2, 8, 8, 0, 0);    // GQA
+    check_attention_train(1, 9, 4, 1, 8, 8, 0, 0);    // MQA
+    check_attention_train(2, 13, 4, 2, 8, 8, 4, 2);   // GQA, sliding window with sinks
+    check_attention_train(2, 9, 4, 4, 20, 16, 0, 0);  // MLA's naive form: keys [k_C; k_R], values of hd
+    check_attention_train(2, 70, 4, 2, 16, 16, 0, 0); // two row blocks; forks
+    check_attention_train(2, 70, 4, 2, 16, 12, 20, 1);
+}
+
+// Logits of spread 3, targets with a -1, weights with a 0. Tolerances: probabilities and
+// d logits rtol 1e-4, atol 1e-6; losses rtol 1e-5, atol 1e-5.
+static void check_crossentropy(int N, int V, int weighted) {
+    uint64_t rng = rng_seed(N * 3 + V + weighted);
+    float *logits = random_buffer((size_t)N * V, &rng), *weights = random_buffer(N, &rng);
+    int *targets = mallocCheck(N * sizeof(int));
+    for (int r = 0; r < N; r++) targets[r] = r % 7 == 3 ? -1 : (int)(rng_u64(&rng) % V);
+    for (int r = 0; r < N; r++) weights[r] = r % 5 == 1 ? 0.0f : fabsf(weights[r]);
+    for (size_t i = 0; i < (size_t)N * V; i++) logits[i] *= 3.0f;
+    float *want = clone(logits, (size_t)N * V), *loss = mallocCheck(N * 4), *want_loss = mallocCheck(N * 4);
+    double total = crossentropy_forward(logits, loss, targets, N, V);
+    double want_total = ref_crossentropy_forward(want, want_loss, targets, N, V);
+    assert_close(logits, want, (size_t)N * V, 1e-4, 1e-6);
+    assert_close(loss, want_loss, N, 1e-5, 1e-5);
+    assert_true(fabs(total - want_total) <= 1e-5 * fabs(want_total));
+    const float *w = weighted ? weights : NULL;
+    crossentropy_backward(logits, targets, w, N, V, 0.5f);
+    ref_crossentropy_backward(want, targets, w, N, V, 0.5f);
+    assert_close(logits, want, (size_t)N * V, 1e-4, 1e-6);
+    for (int r = 0; r < N; r++)
+        if (targets[r] < 0 || (w && w[r] == 0.0f))
+            for (int i = 0; i < V; i++) assert_true(logits[(size_t)r * V + i] == 0.0f);
+    free(logits); free(weights); free(targets); free(want); free(loss); free(want_loss);
+}
+
+static void test_crossentropy(void **state) {
+    (void)state;
+    check_crossentropy(9, 5, 0);
+    check_crossentropy(9, 301, 1);
+    check_crossentropy(300, 301, 1); // forks
+}
+
+// Three steps with fresh gradients, clipping and decay, then without decay; tolerance rtol
+// 1e-5, atol 1e-6 on parameters and moments.
+static void check_adamw(size_t n) {
+    uint64_t rng = rng_seed(n);
+    float *p = random_buffer(n, &rng), *m = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float));
+    float *want_p = clone(p, n), *want_m = clone(m, n), *want_v = clone(v, n);
+    for (int step = 1; step <= 3; step++) {
+        float *g = random_buffer(n, &rng);
+        AdamW h = {1e-3f, 0.9f, 0.95f, 1e-8f, step < 3 ? 0.1f : 0.0f, 0.5f, step};
+        adamw(p, g, m, v, n, &h);
+        ref_adamw(want_p, g, want_m, want_v, n, &h);
+        assert_close(p, want_p, n, 1e-5, 1e-6);
+        assert_close(m, want_m, n, 1e-5, 1e-6);
+        assert_close(v, want_v, n, 1e-5, 1e-6);
+        free(g);
+    }
+    free(p); free(m); free(v); free(want_p); free(want_m); free(want_v);
+}
+
+static void test_adamw(void **state) {
+    (void)state;
+    check_adamw(100);
+    check_adamw(70001); // forks
+}
+
+// The sum of squares to 1e-12 relative (double partials), add_inplace exactly (a float sum
+// rounds the same from double).
+static void test_sum_squares_add(void **state) {
+    (void)state;
+    uint64_t rng = rng_seed(5);
+    size_t sizes[] = {7, 1000, 100003}; // fewer than the chunks; forks, ragged chunks
+    for (int c = 0; c < 3; c++) {
+        size_t n = sizes[c];
+        float *x = random_buffer(n, &rng), *y = random_buffer(n, &rng), *want = clone(x, n);
+        double got = sum_squares(x, n), ref = ref_sum_squares(x, n);
+        assert_true(fabs(got - ref) <= 1e-12 * ref);
+        add_inplace(x, y, n);
+        ref_add_inplace(want, y, n);
+        assert_memory_equal(x, want, n * sizeof(float));
+        free(x); free(y); free(want);
+    }
+}
+
+// The reductions add fixed chunks in order and attention's tasks are independent: one thread
+// gives the same bits as all of them (at sizes that fork).
+static void test_train_kernels_thread_independent(void **state) {
+    (void)state;
+    int threads = omp_get_max_threads();
+    uint64_t rng = rng_seed(6);
+    enum { N = 600, C = 128, B = 2, T = 70, H = 4, KV = 2, HD = 16 };
+    size_t nx = (size_t)N * C, nq = (size_t)B * T * H * HD, nk = (size_t)B * T * KV * HD, np = (size_t)B * H * T * T;
+    AttentionShape s = {H, KV, HD, 0, 0, 0.25f, .value_dim = HD};
+    float *x = random_buffer(nx, &rng), *w = random_buffer(C, &rng), *dy = random_buffer(nx, &rng);
+    float *q = random_buffer(nq, &rng), *k = random_buffer(nk, &rng), *v = random_buffer(nk, &rng);
+    float *d_out = random_buffer(nq, &rng);
+    struct {
+        float *dx, *dw, *out, *p, *dq, *dk, *dv;
+        double ss;
+    } run[2];
+    for (int r = 0; r < 2; r++) {
+        kernels_set_threads(r == 0 ? 1 : threads);
+        run[r].dx = calloc(nx, 4), run[r].dw = calloc(C, 4), run[r].out = malloc(nq * 4), run[r].p = malloc(np * 4);
+        run[r].dq = malloc(nq * 4), run[r].dk = malloc(nk * 4), run[r].dv = malloc(nk * 4);
+        rmsnorm_backward(run[r].dx, run[r].dw, dy, x, w, N, C, 1e-5f);
+        attention_forward(run[r].out, run[r].p, q, k, v, B, T, &s);
+        attention_backward(run[r].dq, run[r].dk, run[r].dv, d_out, run[r].p, q, k, v, B, T, &s);
+        run[r].ss = sum_squares(dy, nx);
+    }
+    kernels_set_threads(threads);
+    assert_memory_equal(run[0].dx, run[1].dx, nx * 4);
+    assert_memory_equal(run[0].dw, run[1].dw, C * 4);
+    assert_memory_equal(run[0].out, run[1].out, nq * 4);
+    assert_memory_equal(run[0].p, run[1].p, np * 4);
+    assert_memory_equal(run[0].dq, run[1].dq, nq * 4);
+    assert_memory_equal(run[0].dk, run[1].dk, nk * 4);
+    assert_memory_equal(run[0].dv, run[1].dv, nk * 4);
+    assert_true(run[0].ss == run[1].ss);
+    for (int r = 0; r < 2; r++) {
+        free(run[r].dx); free(run[r].dw); free(run[r].out); free(run[r].p);
+        free(run[r].dq); free(run[r].dk); free(run[r].dv);
+    }
+    free(x); free(w); free(dy); free(q); free(k); free(v); free(d_out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul), cmocka_unit_test(test_matmul_rows_match_single_rows),  cmocka_unit_test(test_rmsnorm), cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_rope),    cmocka_unit_test(test_swiglu),  cmocka_unit_test(test_attention_kv),
         cmocka_unit_test(test_attention_kv_rows_of_many_sequences), cmocka_unit_test(test_rope_partial),
         cmocka_unit_test(test_attention_kv_value_dims),
+        cmocka_unit_test(test_matmul_backward), cmocka_unit_test(test_rmsnorm_backward), cmocka_unit_test(test_rope_rows),
+        cmocka_unit_test(test_attention_train), cmocka_unit_test(test_crossentropy), cmocka_unit_test(test_adamw),
+        cmocka_unit_test(test_sum_squares_add), cmocka_unit_test(test_train_kernels_thread_independent),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
 }

@@ -1,7 +1,9 @@
 // test_train.c: the trainer.
-//  - every layer's backward (matmul, RMSNorm, RoPE, SwiGLU, attention MHA / GQA / MQA with
-//    and without window + sinks, cross-entropy) and the whole model's (MHA, GQA, MQA, MLA
-//    (every new tensor: wkv_a, wkv_b), CLA (kv_share 2 and 3, sets of uneven size), MLA + CLA;
+//  - every layer's backward (kernels.h's: matmul, RMSNorm, RoPE of whole heads and of MLA's
+//    decoupled part, SwiGLU, attention MHA / GQA / MQA with and without window + sinks,
+//    cross-entropy; test_kernels.c compares each with its reference) and the whole model's
+//    (MHA, GQA, MQA, MLA (every new tensor: wkv_a, wkv_b), CLA (kv_share 2 and 3, sets of
+//    uneven size), MLA + CLA;
 //    tied and untied head; window + sinks) against central finite differences, checked twice:
 //    element by element on sampled entries (|analytic - numeric| <= 2e-3 + 2e-2 |numeric|)
 //    and along the gradient direction, where the difference quotient must equal |grad|
@@ -158,7 +160,7 @@ static void test_rmsnorm_backward(void **state) {
 }
 
 typedef struct {
-    int N, T, heads, hd;
+    int N, T, heads, hd, rot;
     float *x, *y, *wy, *inv_freq;
     float mscale;
 } RopeCase;
@@ -167,22 +169,25 @@ static double rope_loss(void *ctx) {
     RopeCase *c = ctx;
     size_t n = (size_t)c->N * c->heads * c->hd;
     memcpy(c->y, c->x, n * sizeof(float));
-    rope_forward(c->y, c->N, c->T, c->heads, c->hd, c->inv_freq, c->mscale);
+    rope_forward(c->y, c->N, c->T, c->heads, c->hd, c->rot, c->inv_freq, c->mscale);
     return weighted_sum(c->y, c->wy, n);
 }
 
+// Whole heads, then MLA's decoupled part (the last rot of each head's dims).
 static void test_rope_backward(void **state) {
     (void)state;
     RopeConfig rc = {10000.0f, ROPE_YARN, 4.0f, 8, 32.0f, 1.0f}; // YaRN: mscale != 1 is covered
-    RopeCase c = {12, 6, 3, 8, random_floats(288, 1, 10), mallocCheck(288 * sizeof(float)),
-                  random_floats(288, 1, 11), mallocCheck(4 * sizeof(float)), 0};
-    c.mscale = rope_frequencies(c.inv_freq, c.hd, &rc);
-    assert_true(c.mscale > 1.01f);
-    float *dx = mallocCheck(288 * sizeof(float));
-    memcpy(dx, c.wy, 288 * sizeof(float));
-    rope_backward(dx, c.N, c.T, c.heads, c.hd, c.inv_freq, c.mscale);
-    check_gradient("rope dx", rope_loss, &c, c.x, dx, 288);
-    free(c.x), free(c.y), free(c.wy), free(c.inv_freq), free(dx);
+    for (int rot = 8; rot >= 4; rot -= 4) {
+        RopeCase c = {12, 6, 3, 8, rot, random_floats(288, 1, 10), mallocCheck(288 * sizeof(float)),
+                      random_floats(288, 1, 11), mallocCheck(4 * sizeof(float)), 0};
+        c.mscale = rope_frequencies(c.inv_freq, c.rot, &rc);
+        assert_true(c.mscale > 1.01f);
+        float *dx = mallocCheck(288 * sizeof(float));
+        memcpy(dx, c.wy, 288 * sizeof(float));
+        rope_backward(dx, c.N, c.T, c.heads, c.hd, c.rot, c.inv_freq, c.mscale);
+        check_gradient(rot == c.hd ? "rope dx" : "partial rope dx", rope_loss, &c, c.x, dx, 288);
+        free(c.x), free(c.y), free(c.wy), free(c.inv_freq), free(dx);
+    }
 }
 
 typedef struct {

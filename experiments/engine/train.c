@@ -1,5 +1,5 @@
 // train.c: forward with saved activations, backward, AdamW, batches, validation, checkpoints
-// and the training loop (see train.h).
+// and the training loop (see train.h), over the kernels of kernels.h.
 #include "train.h"
 
 #include <cblas.h>
@@ -16,13 +16,10 @@
 #include "rng.h"
 #include "sampler.h"
 
-// Reductions are split into this many fixed chunks and summed in order, so their result
-// does not depend on the number of threads.
-#define REDUCE_CHUNKS 16
-// Loops over fewer elements (or matmuls of fewer multiply-adds) than these run on one
-// thread: waking a team costs more than it saves, and far more on a loaded machine.
+// The compute is kernels.h's (the layers forward and backward, the cross-entropy, AdamW); what
+// forks here is MLA's copying of rows between its latent, decompressed and per-head layouts,
+// on one thread below this many elements, as kernels/cpu/parallel.h's PARALLEL_MIN_MACS.
 #define PARALLEL_MIN_ELEMS (1 << 16)
-#define PARALLEL_MIN_MACS (1 << 18)
 // The evaluations during training score the same passkeys and repeated strings every time.
 #define TRAIN_EVAL_SEED 4242
 #define PREFIX_MATCH_SEQS 8
@@ -83,6 +80,7 @@ int train_config_validate(const TrainConfig *tc, const Config *c, char *why, siz
     else if (!(tc->adam_eps > 0.0f) || !(tc->grad_clip >= 0.0f) || !(tc->init_std > 0.0f))
         bad = "adam_eps and init_std must be > 0, grad_clip >= 0";
     else if (tc->eval_passkeys < 0) bad = "eval_passkeys must be >= 0";
+    else if (c->global_every) bad = "the trainer's forward has one attention for every layer (no local / global layers)";
     else bad = phases_invalid(tc);
     if (bad && why) snprintf(why, why_len, "%s", bad);
     return bad == NULL;
@@ -126,190 +124,6 @@ int train_passkey_gap(const TrainConfig *tc, int step) {
     double progress = widen_steps > 0.0 ? into / widen_steps : 0.0;
     if (progress > 1.0) progress = 1.0;
     return p->gap_from + (int)((T - p->gap_from) * progress);
-}
-
-// --- layers ------------------------------------------------------------------------------
-
-void matmul_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int N, int n,
-                     int d) {
-    if (dx) // dx (N, n) += dy (N, d) @ w (d, n)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, n, d, 1.0f, dy, d, w, n, 1.0f, dx, n);
-    // dw (d, n) += dy^T (d, N) @ x (N, n)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, n, N, 1.0f, dy, d, x, n, 1.0f, dw, n);
-}
-
-static float row_rstd(const float *x, int C, float eps) {
-    float ss = 0.0f;
-    #pragma omp simd reduction(+ : ss)
-    for (int i = 0; i < C; i++) ss += x[i] * x[i];
-    return 1.0f / sqrtf(ss / C + eps);
-}
-
-void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int N, int C,
-                      float eps) {
-    float *partial = callocCheck((size_t)REDUCE_CHUNKS * C, sizeof(float)); // (chunks, C) of dw
-    #pragma omp parallel for schedule(static) if ((size_t)N * C >= PARALLEL_MIN_ELEMS)
-    for (int chunk = 0; chunk < REDUCE_CHUNKS; chunk++) {
-        float *pw = partial + (size_t)chunk * C;
-        for (int r = (int)((long)N * chunk / REDUCE_CHUNKS); r < (int)((long)N * (chunk + 1) / REDUCE_CHUNKS); r++) {
-            const float *xr = x + (size_t)r * C, *dyr = dy + (size_t)r * C;
-            float *dxr = dx + (size_t)r * C;
-            float rstd = row_rstd(xr, C, eps), dot = 0.0f;
-            #pragma omp simd reduction(+ : dot)
-            for (int i = 0; i < C; i++) dot += dyr[i] * w[i] * xr[i];
-            // d/dx of x * rstd * w: rstd * dy * w - rstd^3 / C * x * sum(dy * w * x)
-            float coef = rstd * rstd * rstd * dot / C;
-            for (int i = 0; i < C; i++) {
-                dxr[i] += rstd * dyr[i] * w[i] - coef * xr[i];
-                pw[i] += dyr[i] * xr[i] * rstd;
-            }
-        }
-    }
-    for (int chunk = 0; chunk < REDUCE_CHUNKS; chunk++)
-        for (int i = 0; i < C; i++) dw[i] += partial[(size_t)chunk * C + i];
-    free(partial);
-}
-
-// Rotate the last rot_dim dims of every head of every row by its position (rot_dim = hd: the
-// whole head; MLA: its decoupled RoPE part); sign -1 rotates back (the transpose).
-static void rope_rows(float *x, int N, int T, int n_heads, int hd, int rot_dim, const float *inv_freq, float mscale,
-                      int sign) {
-    #pragma omp parallel for schedule(static) if ((size_t)N * n_heads * hd >= PARALLEL_MIN_ELEMS)
-    for (int r = 0; r < N; r++) {
-        float *row = x + (size_t)r * n_heads * hd;
-        if (rot_dim == hd) rope_rotate(row, n_heads, hd, sign * (r % T), inv_freq, mscale);
-        else
-            for (int h = 0; h < n_heads; h++)
-                rope_rotate(row + (size_t)h * hd + hd - rot_dim, 1, rot_dim, sign * (r % T), inv_freq, mscale);
-    }
-}
-
-void rope_forward(float *x, int N, int T, int n_heads, int hd, const float *inv_freq, float mscale) {
-    rope_rows(x, N, T, n_heads, hd, hd, inv_freq, mscale, 1);
-}
-
-// y = mscale * R(p) x, so dx = mscale * R(p)^T dy = mscale * R(-p) dy.
-void rope_backward(float *dx, int N, int T, int n_heads, int hd, const float *inv_freq, float mscale) {
-    rope_rows(dx, N, T, n_heads, hd, hd, inv_freq, mscale, -1);
-}
-
-// Attention runs one (sequence, head) per OpenMP task, its matmuls as sgemm calls (OpenBLAS's
-// OpenMP build runs them single-threaded inside a parallel region), over row blocks of
-// ATT_BLOCK queries, each against only the keys up to its last query (causality skips the
-// blocks above the diagonal).
-#define ATT_BLOCK 64
-
-void attention_forward(float *out, float *probs, const float *q, const float *k, const float *v, int B,
-                       int T, const AttentionShape *s) {
-    int hd = s->head_dim, vd = attention_value_dim(s), nh = s->n_heads, group = s->n_heads / s->n_kv_heads;
-    int qs = nh * hd, ks = s->n_kv_heads * hd, vs = s->n_kv_heads * vd, os = nh * vd;
-    #pragma omp parallel for collapse(2) schedule(dynamic, 1) if ((double)B * nh * T * T * hd >= PARALLEL_MIN_MACS)
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < nh; h++) {
-            const float *qh = q + (size_t)b * T * qs + h * hd;                // (T, hd) stride qs
-            const float *kh = k + (size_t)b * T * ks + (h / group) * hd;      // (T, hd) stride ks
-            const float *vh = v + (size_t)b * T * vs + (h / group) * vd;      // (T, vd) stride vs
-            float *p = probs + ((size_t)b * nh + h) * T * T;                  // (T, T)
-            float *oh = out + (size_t)b * T * os + h * vd;
-            for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
-                int rows = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK, keys = i0 + rows;
-                float *pb = p + (size_t)i0 * T;
-                // scores (rows, keys) = scale * Q[i0 ..] K[0 .. keys)^T
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, hd, s->scale, qh + (size_t)i0 * qs,
-                            qs, kh, ks, 0.0f, pb, T);
-                for (int i = i0; i < i0 + rows; i++) {
-                    float *row = p + (size_t)i * T;
-                    VisibleKeys vis = attention_visible_keys(i, s->window, s->n_sink);
-                    for (int j = vis.n_sinks; j < vis.lo; j++) row[j] = -INFINITY;
-                    softmax_rows(row, 1, i + 1, NULL); // hidden keys get exactly 0
-                    memset(row + i + 1, 0, (size_t)(T - i - 1) * sizeof(float));
-                }
-                // out (rows, vd) = P[i0 .., 0 .. keys) V[0 .. keys)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, vd, keys, 1.0f, pb, T, vh, vs, 0.0f,
-                            oh + (size_t)i0 * os, os);
-            }
-        }
-    }
-}
-
-// With S = scale Q K^T (masked), P = softmax(S), O = P V:
-//   dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(P * dP)), dQ = scale dS K, dK = scale dS^T Q.
-// One (sequence, KV head) per task, so the query heads that share a KV head accumulate
-// its dK and dV without races. Hidden keys have P = 0, hence dS = 0.
-void attention_backward(float *dq, float *dk, float *dv, const float *d_out, const float *probs,
-                        const float *q, const float *k, const float *v, int B, int T,
-                        const AttentionShape *s) {
-    int hd = s->head_dim, vd = attention_value_dim(s), nh = s->n_heads, nkv = s->n_kv_heads, group = nh / nkv;
-    int qs = nh * hd, ks = nkv * hd, vs = nkv * vd, os = nh * vd;
-    #pragma omp parallel if ((double)B * nh * T * T * hd >= PARALLEL_MIN_MACS)
-    {
-        float *ds = mallocCheck((size_t)T * T * sizeof(float)); // (T, T) dP, then dS
-        #pragma omp for collapse(2) schedule(dynamic, 1)
-        for (int b = 0; b < B; b++) {
-            for (int g = 0; g < nkv; g++) {
-                const float *kg = k + (size_t)b * T * ks + g * hd, *vg = v + (size_t)b * T * vs + g * vd;
-                float *dkg = dk + (size_t)b * T * ks + g * hd, *dvg = dv + (size_t)b * T * vs + g * vd;
-                for (int j = 0; j < T; j++) {
-                    memset(dkg + (size_t)j * ks, 0, hd * sizeof(float));
-                    memset(dvg + (size_t)j * vs, 0, vd * sizeof(float));
-                }
-                for (int h = g * group; h < (g + 1) * group; h++) {
-                    const float *p = probs + ((size_t)b * nh + h) * T * T;
-                    const float *qh = q + (size_t)b * T * qs + h * hd, *doh = d_out + (size_t)b * T * os + h * vd;
-                    float *dqh = dq + (size_t)b * T * qs + h * hd;
-                    for (int i0 = 0; i0 < T; i0 += ATT_BLOCK) {
-                        int rows = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK, keys = i0 + rows;
-                        const float *pb = p + (size_t)i0 * T, *dob = doh + (size_t)i0 * os, *qb = qh + (size_t)i0 * qs;
-                        float *dsb = ds + (size_t)i0 * T;
-                        // dP (rows, keys) = dO V^T
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, vd, 1.0f, dob, os, vg, vs,
-                                    0.0f, dsb, T);
-                        for (int i = 0; i < rows; i++) {
-                            const float *pr = pb + (size_t)i * T;
-                            float *dr = dsb + (size_t)i * T, row_dot = 0.0f;
-                            for (int j = 0; j < keys; j++) row_dot += pr[j] * dr[j];
-                            for (int j = 0; j < keys; j++) dr[j] = pr[j] * (dr[j] - row_dot) * s->scale;
-                        }
-                        // dQ (rows, hd) = dS K; dK (keys, hd) += dS^T Q; dV (keys, hd) += P^T dO
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, keys, 1.0f, dsb, T, kg, ks,
-                                    0.0f, dqh + (size_t)i0 * qs, qs);
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, hd, rows, 1.0f, dsb, T, qb, qs,
-                                    1.0f, dkg, ks);
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, vd, rows, 1.0f, pb, T, dob, os,
-                                    1.0f, dvg, vs);
-                    }
-                }
-            }
-        }
-        free(ds);
-    }
-}
-
-double crossentropy_forward(float *logits, float *row_loss, const int *targets, int N, int V) {
-    float *lse = mallocCheck((size_t)N * sizeof(float));
-    for (int r = 0; r < N; r++) row_loss[r] = targets[r] >= 0 ? logits[(size_t)r * V + targets[r]] : 0.0f;
-    softmax_rows(logits, N, V, lse);
-    double total = 0.0;
-    for (int r = 0; r < N; r++) {
-        row_loss[r] = targets[r] >= 0 ? lse[r] - row_loss[r] : 0.0f; // -log p, exact where p underflows
-        total += row_loss[r];
-    }
-    free(lse);
-    return total;
-}
-
-void crossentropy_backward(float *probs, const int *targets, const float *weights, int N, int V, float scale) {
-    #pragma omp parallel for schedule(static) if ((size_t)N * V >= PARALLEL_MIN_ELEMS)
-    for (int r = 0; r < N; r++) {
-        float *row = probs + (size_t)r * V;
-        float w = weights ? scale * weights[r] : scale;
-        if (targets[r] < 0 || w == 0.0f) {
-            memset(row, 0, (size_t)V * sizeof(float));
-            continue;
-        }
-        for (int i = 0; i < V; i++) row[i] *= w;
-        row[targets[r]] -= w;
-    }
 }
 
 // --- trainer -------------------------------------------------------------------------------
@@ -401,11 +215,6 @@ void trainer_free(Trainer *t) {
     memset(t, 0, sizeof *t);
 }
 
-static void add_inplace(float *x, const float *y, size_t n) {
-    #pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_ELEMS)
-    for (size_t i = 0; i < n; i++) x[i] += y[i];
-}
-
 // The attention the trainer runs: MHA / GQA / MQA, or MLA's naive form (every head's
 // decompressed keys [k_C; k_R] of hd + d_r dims and values of hd), which the engine's absorbed
 // path equals.
@@ -422,7 +231,9 @@ static AttentionShape attention_shape(const Config *c) {
 // RoPE of rows whose heads are qk wide: MLA turns the last d_r dims, other models all of them.
 static void rope_heads(const Trainer *t, float *x, int N, int T, int n_heads, int width, int sign) {
     const Config *c = &t->model.config;
-    rope_rows(x, N, T, n_heads, width, c->kv_lora_rank ? c->rope_dim : width, t->inv_freq, t->mscale, sign);
+    int rot_dim = c->kv_lora_rank ? c->rope_dim : width;
+    if (sign > 0) rope_forward(x, N, T, n_heads, width, rot_dim, t->inv_freq, t->mscale);
+    else rope_backward(x, N, T, n_heads, width, rot_dim, t->inv_freq, t->mscale);
 }
 
 // The keys and values of KV layer g from the normed input xa (N, C) of its first layer.
@@ -438,13 +249,13 @@ static void keys_forward(Trainer *t, int g, const float *xa, int N, int T) {
     if (!c->kv_lora_rank) {
         matmul(k, xa, w->wk + (size_t)g * d.kv * C, N, C, d.kv); // (N, n_kv * hd)
         matmul(v, xa, w->wv + (size_t)g * d.kv * C, N, C, d.kv);
-        rope_forward(k, N, T, c->n_kv_heads, c->head_dim, t->inv_freq, t->mscale);
+        rope_forward(k, N, T, c->n_kv_heads, c->head_dim, c->head_dim, t->inv_freq, t->mscale);
         return;
     }
     int nh = c->n_heads, hd = c->head_dim, dc = c->kv_lora_rank, dr = c->rope_dim, qk = d.qk, lat = d.latent;
     float *latent = LAYER(a->kv_latent, g, lat);
     matmul(latent, xa, w->wkv_a + (size_t)g * lat * C, N, C, lat); // (N, d_c + d_r)
-    rope_rows(latent, N, T, 1, lat, dr, t->inv_freq, t->mscale, 1);
+    rope_forward(latent, N, T, 1, lat, dr, t->inv_freq, t->mscale);
     // kv_b (N, n_heads * 2 hd) = c_kv (the first d_c of each latent row) @ W_kv_b^T
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, d.kv_b, dc, 1.0f, latent, lat,
                 w->wkv_b + (size_t)g * d.kv_b * dc, dc, 0.0f, a->kv_b, d.kv_b);
@@ -468,7 +279,7 @@ static void keys_backward(Trainer *t, int g, const float *xa, int N, int T) {
     ModelDims d = model_dims(c);
     int C = c->dim, kd = key_width(c), vd = value_width(c);
     if (!c->kv_lora_rank) {
-        rope_backward(a->d_k, N, T, c->n_kv_heads, c->head_dim, t->inv_freq, t->mscale);
+        rope_backward(a->d_k, N, T, c->n_kv_heads, c->head_dim, c->head_dim, t->inv_freq, t->mscale);
         size_t at = (size_t)g * d.kv * C;
         matmul_backward(a->d_xn, gr->wk + at, a->d_k, xa, w->wk + at, N, C, d.kv);
         matmul_backward(a->d_xn, gr->wv + at, a->d_v, xa, w->wv + at, N, C, d.kv);
@@ -494,7 +305,7 @@ static void keys_backward(Trainer *t, int g, const float *xa, int N, int T) {
                 a->d_latent, lat);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d.kv_b, dc, N, 1.0f, a->kv_b, d.kv_b, latent, lat, 1.0f,
                 gr->wkv_b + (size_t)g * d.kv_b * dc, dc);
-    rope_rows(a->d_latent, N, T, 1, lat, dr, t->inv_freq, t->mscale, -1);
+    rope_backward(a->d_latent, N, T, 1, lat, dr, t->inv_freq, t->mscale);
     size_t at = (size_t)g * lat * C;
     matmul_backward(a->d_xn, gr->wkv_a + at, a->d_latent, xa, w->wkv_a + at, N, C, lat);
 }
@@ -627,32 +438,12 @@ void trainer_backward(Trainer *t, const float *weights, float scale) {
 
 void trainer_zero_grad(Trainer *t) { memset(t->grads, 0, t->model.n_params * sizeof(float)); }
 
-static double sum_squares(const float *x, size_t n) {
-    double partial[REDUCE_CHUNKS];
-    #pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_ELEMS)
-    for (int chunk = 0; chunk < REDUCE_CHUNKS; chunk++) {
-        double s = 0.0;
-        for (size_t i = n * chunk / REDUCE_CHUNKS; i < n * (chunk + 1) / REDUCE_CHUNKS; i++) s += (double)x[i] * x[i];
-        partial[chunk] = s;
-    }
-    double total = 0.0;
-    for (int chunk = 0; chunk < REDUCE_CHUNKS; chunk++) total += partial[chunk];
-    return total;
-}
-
+// AdamW on params [from, to): the shared hyperparameters of this step, and this range's decay.
 static void adamw_range(Trainer *t, size_t from, size_t to, float lr, float decay, float grad_scale) {
     const TrainConfig *tc = &t->tc;
-    float b1 = tc->beta1, b2 = tc->beta2;
-    float b1c = 1.0f - powf(b1, (float)t->step), b2c = 1.0f - powf(b2, (float)t->step);
-    float *p = t->model.params, *gr = t->grads, *m = t->adam_m, *v = t->adam_v;
-    #pragma omp parallel for schedule(static) if (to - from >= PARALLEL_MIN_ELEMS)
-    for (size_t i = from; i < to; i++) {
-        float g = gr[i] * grad_scale;
-        m[i] = b1 * m[i] + (1.0f - b1) * g;
-        v[i] = b2 * v[i] + (1.0f - b2) * g * g;
-        float m_hat = m[i] / b1c, v_hat = v[i] / b2c;
-        p[i] -= lr * (m_hat / (sqrtf(v_hat) + tc->adam_eps) + decay * p[i]);
-    }
+    if (to <= from) return;
+    AdamW h = {lr, tc->beta1, tc->beta2, tc->adam_eps, decay, grad_scale, t->step};
+    adamw(t->model.params + from, t->grads + from, t->adam_m + from, t->adam_v + from, to - from, &h);
 }
 
 float trainer_update(Trainer *t) {

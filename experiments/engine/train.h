@@ -10,14 +10,16 @@
 // few tokens of a sequence, so inside one mean over all tokens it would get almost no gradient.
 //
 // The forward computes what model_forward_full computes (same kernels for norms, matmuls,
-// RoPE, SwiGLU; attention written out so that its probabilities are kept for the backward).
+// RoPE, SwiGLU; kernels.h's attention_forward, which keeps its probabilities for the backward).
 // MLA trains in its naive form (keys and values decompressed from the latent per head, which
 // the engine's absorbed path equals); CLA layers share their set's first layer's keys and
 // values, and their gradients add up there.
 // Gradients, and the two AdamW moments, live in float blocks laid out like Model.params,
 // mapped with weights_map; a tied head's gradient therefore lands on the embedding's.
-// Matmuls (forward and backward, attention included) go through OpenBLAS sgemm; everything
-// else is OpenMP loops. OpenBLAS's OpenMP build (the Makefile links it) shares the thread pool.
+// Every layer's forward and backward, the cross-entropy and AdamW are kernels of kernels.h:
+// matmuls (attention's included) through OpenBLAS sgemm, the rest OpenMP loops whose reductions
+// do not depend on the number of threads. OpenBLAS's OpenMP build (the Makefile links it)
+// shares the thread pool.
 // With one thread a run is bit-reproducible from its seed, and resuming from a checkpoint
 // gives the same weights as not stopping.
 //
@@ -171,36 +173,9 @@ void trainer_zero_grad(Trainer *t);
 // Clip, AdamW at train_lr(step), step++. Returns the gradient norm before clipping.
 float trainer_update(Trainer *t);
 
-// --- the layers' backward passes (exposed for the gradient-check tests) ---
-// Each adds to its gradient outputs (dx, dw, ...) rather than overwriting them, except
-// where noted. Shapes: N rows; x (N, n) etc.
-
-// Backward of kernels.h's matmul y (N, d) = x (N, n) w^T, w (d, n):
-// dx (N, n) += dy w, dw (d, n) += dy^T x. dx may be NULL.
-void matmul_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int N, int n,
-                     int d);
-// y = rmsnorm(x) * w: dx (N, C) += ..., dw (C) += ...
-void rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int N, int C,
-                      float eps);
-// Rows are B sequences of T positions; row r sits at position r % T. In place on x (N, heads * hd).
-void rope_forward(float *x, int N, int T, int n_heads, int hd, const float *inv_freq, float mscale);
-void rope_backward(float *dx, int N, int T, int n_heads, int hd, const float *inv_freq, float mscale);
-// (The SwiGLU's backward is kernels.h's swiglu_backward, beside its forward.)
-// Causal attention of B sequences of T positions, masked by attention_visible.
-// q (B*T, nh*hd), k (B*T, nkv*hd), v (B*T, nkv*vd), out (B*T, nh*vd), probs (B, nh, T, T);
-// vd = attention_value_dim (the shape's strides are not used: rows are contiguous).
-void attention_forward(float *out, float *probs, const float *q, const float *k, const float *v, int B,
-                       int T, const AttentionShape *s);
-// dq, dk, dv are overwritten.
-void attention_backward(float *dq, float *dk, float *dv, const float *d_out, const float *probs,
-                        const float *q, const float *k, const float *v, int B, int T,
-                        const AttentionShape *s);
-// logits (N, V) -> probabilities in place; row_loss[r] = -log p(targets[r]) (0 when the
-// target is -1). Returns the summed loss.
-double crossentropy_forward(float *logits, float *row_loss, const int *targets, int N, int V);
-// probabilities -> d logits of scale * sum_r weights[r] * loss_r (weights NULL: all 1), in
-// place (rows without target: 0).
-void crossentropy_backward(float *probs, const int *targets, const float *weights, int N, int V, float scale);
+// (The layers' kernels, forward and backward, the cross-entropy and AdamW are kernels.h's:
+// matmul_backward, rmsnorm_backward, rope_forward / rope_backward, swiglu_backward,
+// attention_forward / attention_backward, crossentropy_forward / crossentropy_backward, adamw.)
 
 // --- data ---
 

@@ -97,6 +97,201 @@ void ref_attention_kv(float *out, const float *q, const float *k, const float *v
     free(w);
 }
 
+// ---- the trainer's kernels -------------------------------------------------------------------
+
+void ref_matmul_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int N, int n,
+                         int d) {
+    for (int r = 0; dx && r < N; r++)
+        for (int i = 0; i < n; i++) {
+            double acc = 0.0;
+            for (int o = 0; o < d; o++) acc += (double)dy[(size_t)r * d + o] * w[(size_t)o * n + i];
+            dx[(size_t)r * n + i] = (float)(dx[(size_t)r * n + i] + acc);
+        }
+    for (int o = 0; o < d; o++)
+        for (int i = 0; i < n; i++) {
+            double acc = 0.0;
+            for (int r = 0; r < N; r++) acc += (double)dy[(size_t)r * d + o] * x[(size_t)r * n + i];
+            dw[(size_t)o * n + i] = (float)(dw[(size_t)o * n + i] + acc);
+        }
+}
+
+// y_i = x_i r w_i with r = (sum x^2 / C + eps)^-1/2: dx_i = r dy_i w_i - r^3 / C x_i sum_j dy_j w_j x_j,
+// dw_i = sum over rows of dy_i x_i r.
+void ref_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w, int N, int C,
+                          float eps) {
+    double *dw_acc = callocCheck((size_t)C, sizeof(double));
+    for (int r = 0; r < N; r++) {
+        const float *xr = x + (size_t)r * C, *dyr = dy + (size_t)r * C;
+        double ss = 0.0, dot = 0.0;
+        for (int i = 0; i < C; i++) {
+            ss += (double)xr[i] * xr[i];
+            dot += (double)dyr[i] * w[i] * xr[i];
+        }
+        double rstd = 1.0 / sqrt(ss / C + eps);
+        for (int i = 0; i < C; i++) {
+            double d = rstd * dyr[i] * w[i] - rstd * rstd * rstd / C * xr[i] * dot;
+            dx[(size_t)r * C + i] = (float)(dx[(size_t)r * C + i] + d);
+            dw_acc[i] += (double)dyr[i] * xr[i] * rstd;
+        }
+    }
+    for (int i = 0; i < C; i++) dw[i] = (float)(dw[i] + dw_acc[i]);
+    free(dw_acc);
+}
+
+static void ref_rope_rows(float *x, int N, int T, int n_heads, int head_dim, int rot_dim, const float *inv_freq,
+                          float mscale, int sign) {
+    for (int r = 0; r < N; r++)
+        for (int h = 0; h < n_heads; h++)
+            ref_rope_rotate(x + ((size_t)r * n_heads + h) * head_dim + head_dim - rot_dim, 1, rot_dim, sign * (r % T),
+                            inv_freq, mscale);
+}
+
+void ref_rope_forward(float *x, int N, int T, int n_heads, int head_dim, int rot_dim, const float *inv_freq,
+                      float mscale) {
+    ref_rope_rows(x, N, T, n_heads, head_dim, rot_dim, inv_freq, mscale, 1);
+}
+
+void ref_rope_backward(float *dx, int N, int T, int n_heads, int head_dim, int rot_dim, const float *inv_freq,
+                       float mscale) {
+    ref_rope_rows(dx, N, T, n_heads, head_dim, rot_dim, inv_freq, mscale, -1);
+}
+
+// P (T, T) of head h of sequence b in double: row i the softmax of scale q_i . k_j over the keys
+// j <= i that attention_visible lets it see, 0 elsewhere.
+static void ref_attention_probs(double *P, const float *q, const float *k, int b, int h, int T,
+                                const AttentionShape *s) {
+    int hd = s->head_dim, group = s->n_heads / s->n_kv_heads;
+    size_t qs = (size_t)s->n_heads * hd, ks = (size_t)s->n_kv_heads * hd;
+    for (int i = 0; i < T; i++) {
+        const float *qi = q + ((size_t)b * T + i) * qs + (size_t)h * hd;
+        double *row = P + (size_t)i * T, max = -INFINITY, sum = 0.0;
+        for (int j = 0; j < T; j++) {
+            row[j] = 0.0;
+            if (j > i || !attention_visible(i, j, s->window, s->n_sink)) continue;
+            const float *kj = k + ((size_t)b * T + j) * ks + (size_t)(h / group) * hd;
+            double dot = 0.0;
+            for (int d = 0; d < hd; d++) dot += (double)qi[d] * kj[d];
+            row[j] = dot * s->scale;
+            max = fmax(max, row[j]);
+        }
+        for (int j = 0; j <= i; j++)
+            if (attention_visible(i, j, s->window, s->n_sink)) sum += row[j] = exp(row[j] - max);
+        for (int j = 0; j <= i; j++) row[j] /= sum;
+    }
+}
+
+void ref_attention_forward(float *out, float *probs, const float *q, const float *k, const float *v, int B, int T,
+                           const AttentionShape *s) {
+    int nh = s->n_heads, vd = attention_value_dim(s), group = nh / s->n_kv_heads;
+    size_t vs = (size_t)s->n_kv_heads * vd, os = (size_t)nh * vd;
+    double *P = mallocCheck((size_t)T * T * sizeof(double));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < nh; h++) {
+            ref_attention_probs(P, q, k, b, h, T, s);
+            for (size_t e = 0; e < (size_t)T * T; e++) probs[((size_t)b * nh + h) * T * T + e] = (float)P[e];
+            for (int i = 0; i < T; i++)
+                for (int d = 0; d < vd; d++) {
+                    double acc = 0.0;
+                    for (int j = 0; j <= i; j++)
+                        acc += P[(size_t)i * T + j] * v[((size_t)b * T + j) * vs + (size_t)(h / group) * vd + d];
+                    out[((size_t)b * T + i) * os + (size_t)h * vd + d] = (float)acc;
+                }
+        }
+    free(P);
+}
+
+// dP_ij = dO_i . v_j, dS_ij = P_ij (dP_ij - sum_j' P_ij' dP_ij'), dq_i = scale sum_j dS_ij k_j,
+// dk_j = scale sum_i dS_ij q_i, dv_j = sum_i P_ij dO_i (dk, dv summed over the heads sharing them).
+void ref_attention_backward(float *dq, float *dk, float *dv, const float *d_out, const float *probs,
+                            const float *q, const float *k, const float *v, int B, int T, const AttentionShape *s) {
+    (void)probs;
+    int nh = s->n_heads, nkv = s->n_kv_heads, hd = s->head_dim, vd = attention_value_dim(s), group = nh / nkv;
+    size_t qs = (size_t)nh * hd, ks = (size_t)nkv * hd, vs = (size_t)nkv * vd, os = (size_t)nh * vd;
+    double *P = mallocCheck((size_t)T * T * sizeof(double)), *dS = mallocCheck((size_t)T * sizeof(double));
+    double *dK = mallocCheck((size_t)T * hd * sizeof(double)), *dV = mallocCheck((size_t)T * vd * sizeof(double));
+    for (int b = 0; b < B; b++)
+        for (int g = 0; g < nkv; g++) {
+            memset(dK, 0, (size_t)T * hd * sizeof(double));
+            memset(dV, 0, (size_t)T * vd * sizeof(double));
+            const float *kg = k + (size_t)b * T * ks + (size_t)g * hd, *vg = v + (size_t)b * T * vs + (size_t)g * vd;
+            for (int h = g * group; h < (g + 1) * group; h++) {
+                ref_attention_probs(P, q, k, b, h, T, s);
+                for (int i = 0; i < T; i++) {
+                    const float *doi = d_out + ((size_t)b * T + i) * os + (size_t)h * vd;
+                    const float *qi = q + ((size_t)b * T + i) * qs + (size_t)h * hd;
+                    const double *pi = P + (size_t)i * T;
+                    double row_dot = 0.0;
+                    for (int j = 0; j <= i; j++) {
+                        double dp = 0.0;
+                        for (int d = 0; d < vd; d++) dp += (double)doi[d] * vg[(size_t)j * vs + d];
+                        dS[j] = dp;
+                        row_dot += pi[j] * dp;
+                    }
+                    for (int j = 0; j <= i; j++) dS[j] = pi[j] * (dS[j] - row_dot) * s->scale;
+                    for (int d = 0; d < hd; d++) {
+                        double acc = 0.0;
+                        for (int j = 0; j <= i; j++) acc += dS[j] * kg[(size_t)j * ks + d];
+                        dq[((size_t)b * T + i) * qs + (size_t)h * hd + d] = (float)acc;
+                    }
+                    for (int j = 0; j <= i; j++) {
+                        for (int d = 0; d < hd; d++) dK[(size_t)j * hd + d] += dS[j] * qi[d];
+                        for (int d = 0; d < vd; d++) dV[(size_t)j * vd + d] += pi[j] * doi[d];
+                    }
+                }
+            }
+            for (int j = 0; j < T; j++) {
+                for (int d = 0; d < hd; d++) dk[((size_t)b * T + j) * ks + (size_t)g * hd + d] = (float)dK[(size_t)j * hd + d];
+                for (int d = 0; d < vd; d++) dv[((size_t)b * T + j) * vs + (size_t)g * vd + d] = (float)dV[(size_t)j * vd + d];
+            }
+        }
+    free(P), free(dS), free(dK), free(dV);
+}
+
+double ref_crossentropy_forward(float *logits, float *row_loss, const int *targets, int N, int V) {
+    double total = 0.0;
+    for (int r = 0; r < N; r++) {
+        float *row = logits + (size_t)r * V;
+        double max = row[0], sum = 0.0;
+        for (int i = 1; i < V; i++) max = fmax(max, row[i]);
+        for (int i = 0; i < V; i++) sum += exp(row[i] - max);
+        double lse = max + log(sum), loss = targets[r] >= 0 ? lse - row[targets[r]] : 0.0;
+        for (int i = 0; i < V; i++) row[i] = (float)exp(row[i] - lse);
+        row_loss[r] = (float)loss;
+        total += loss;
+    }
+    return total;
+}
+
+void ref_crossentropy_backward(float *probs, const int *targets, const float *weights, int N, int V, float scale) {
+    for (int r = 0; r < N; r++) {
+        double w = weights ? (double)scale * weights[r] : scale;
+        for (int i = 0; i < V; i++) {
+            float *e = probs + (size_t)r * V + i;
+            *e = targets[r] < 0 ? 0.0f : (float)(w * (*e - (i == targets[r] ? 1.0 : 0.0)));
+        }
+    }
+}
+
+void ref_add_inplace(float *x, const float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)((double)x[i] + y[i]);
+}
+
+double ref_sum_squares(const float *x, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return s;
+}
+
+void ref_adamw(float *p, const float *g, float *m, float *v, size_t n, const AdamW *h) {
+    double b1 = h->beta1, b2 = h->beta2, b1c = 1.0 - pow(b1, h->step), b2c = 1.0 - pow(b2, h->step);
+    for (size_t i = 0; i < n; i++) {
+        double gi = (double)g[i] * h->grad_scale, mi = b1 * m[i] + (1.0 - b1) * gi, vi = b2 * v[i] + (1.0 - b2) * gi * gi;
+        p[i] = (float)(p[i] - h->lr * (mi / b1c / (sqrt(vi / b2c) + h->eps) + h->decay * p[i]));
+        m[i] = (float)mi;
+        v[i] = (float)vi;
+    }
+}
+
 // ---- quantised formats ------------------------------------------------------------------------
 
 float ref_dequantize_weight(DType t, const void *row, int n, int i) {
