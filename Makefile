@@ -28,17 +28,20 @@ BUILD    ?= $(if $(filter 1,$(SANITIZE)),build-san,build)
 BIN      := $(if $(filter 1,$(SANITIZE)),$(BUILD)/bin,bin)
 
 # Each layer sees only its own headers and those below it (DESIGN.md, "Layout"), so an include
-# that points upward fails to compile: base <- kernels <- engine <- lab <- programs and tests;
-# the renderer sees only the base. A program sees its own directory and LAB_INC, never another
-# experiment's directory, so a sideways include fails too (the per-directory INC in mk/build.mk).
-BASE_INC   := -Ikernels/base
-KERNEL_INC := $(BASE_INC) -Ikernels
-ENGINE_INC := $(KERNEL_INC) -Iexperiments/engine
-LAB_INC    := $(ENGINE_INC) -Iexperiments/lab
-RENDER_INC := $(BASE_INC) -Irender
+# that points upward fails to compile: base <- kernels <- engine (the runtime) <- formats (file
+# formats, tokenizers) <- trainer <- lab <- programs and tests; the renderer sees only the base.
+# A program sees its own directory and LAB_INC, never another experiment's directory, so a
+# sideways include fails too (the per-directory INC in mk/build.mk).
+BASE_INC    := -Ikernels/base
+KERNEL_INC  := $(BASE_INC) -Ikernels
+ENGINE_INC  := $(KERNEL_INC) -Iexperiments/engine
+FORMATS_INC := $(ENGINE_INC) -Iexperiments/formats
+TRAINER_INC := $(FORMATS_INC) -Iexperiments/trainer
+LAB_INC     := $(TRAINER_INC) -Iexperiments/lab
+RENDER_INC  := $(BASE_INC) -Irender
 # tests and fuzz targets: everything, each experiment's directory too (tests include its helpers)
-INCLUDES   := $(LAB_INC) -Irender \
-              $(patsubst %/,-I%,$(filter-out experiments/engine/ experiments/lab/,$(wildcard experiments/*/)))
+INCLUDES    := $(LAB_INC) -Irender \
+               $(patsubst %/,-I%,$(filter-out experiments/engine/ experiments/formats/ experiments/trainer/ experiments/lab/,$(wildcard experiments/*/)))
 # MARCH: the CPU the build targets; the quantised kernels use AVX-512 or AVX2 where it has them
 # (`make MARCH=x86-64-v3 BUILD=build-avx2 build-avx2/tests/test_quant` tests the AVX2 path on an
 # AVX-512 machine, MARCH=x86-64 the scalar one).

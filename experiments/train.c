@@ -37,7 +37,7 @@
 #include "kernels.h"
 #include "meta.h"
 #include "tokenizer.h"
-#include "train.h"
+#include "trainer.h"
 #include "zoo.h"
 
 #define SUMMARY_HEADER                                                                             \

@@ -1,5 +1,5 @@
 # mk/build.mk: `make` (all), every program bin/<name> and the libraries under $(BUILD): one
-# archive per layer (base, kernels, CUDA kernels, engine, harness), the renderer's, and the
+# archive per layer (base, kernels, CUDA kernels, engine, formats, trainer, harness), the renderer's, and the
 # experiments' helpers that the tests link. Objects rebuild when their sources, headers (the
 # compiler's .d files) or the build's configuration change.
 # Reads from the Makefile: BUILD, BIN, CC, CFLAGS, LDFLAGS, LDLIBS, the *_INC include paths
@@ -13,6 +13,8 @@
 BASE_SRC   := $(wildcard kernels/base/*.c)
 KERNEL_SRC := $(wildcard kernels/*.c kernels/cpu/*.c)
 ENGINE_SRC := $(wildcard experiments/engine/*.c)
+FORMATS_SRC := $(wildcard experiments/formats/*.c)
+TRAINER_SRC := $(wildcard experiments/trainer/*.c)
 RENDER_SRC := $(filter-out render/main.c,$(wildcard render/*.c))
 PROG_SRC   := $(wildcard experiments/*.c)
 TEST_SRC   := $(wildcard tests/test_*.c)
@@ -25,6 +27,8 @@ obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 BASE_LIB   := $(BUILD)/libbase.a
 KERNEL_LIB := $(BUILD)/libkernels.a
 ENGINE_LIB := $(BUILD)/libengine.a
+FORMATS_LIB := $(BUILD)/libformats.a
+TRAINER_LIB := $(BUILD)/libtrainer.a
 RENDER_LIB := $(BUILD)/librender.a
 CUDA_LIB   := $(if $(CUDA_SRC),$(BUILD)/libkernels_cuda.a)
 LAB_LIB    := $(BUILD)/liblab.a
@@ -35,9 +39,9 @@ HELPER_LIB := $(BUILD)/libhelpers.a
 PROGRAMS := $(patsubst %,$(BIN)/%,$(EXPERIMENTS) $(TOOLS)) $(patsubst experiments/%.c,$(BIN)/%,$(PROG_SRC)) \
             $(if $(wildcard render/main.c),$(BIN)/render)
 # Link order is layer order, top first: each library uses only those after it (a program's
-# own objects or, for a test, the experiments' helpers, then the harness, the engine, the CUDA
-# and CPU kernels, the base).
-LIBS      := $(LAB_LIB) $(ENGINE_LIB) $(CUDA_LIB) $(KERNEL_LIB) $(BASE_LIB)
+# own objects or, for a test, the experiments' helpers, then the harness, the trainer, the
+# formats, the engine, the CUDA and CPU kernels, the base).
+LIBS      := $(LAB_LIB) $(TRAINER_LIB) $(FORMATS_LIB) $(ENGINE_LIB) $(CUDA_LIB) $(KERNEL_LIB) $(BASE_LIB)
 TEST_LIBS := $(HELPER_LIB) $(LIBS)
 LINK_LIBS = $(filter %.a,$^)
 
@@ -60,6 +64,8 @@ $(CONFIG_STAMP): FORCE
 $(BUILD)/kernels/%.o: INC := $(KERNEL_INC)
 $(BUILD)/kernels/base/%.o: INC := $(BASE_INC)
 $(BUILD)/experiments/engine/%.o: INC := $(ENGINE_INC)
+$(BUILD)/experiments/formats/%.o: INC := $(FORMATS_INC)
+$(BUILD)/experiments/trainer/%.o: INC := $(TRAINER_INC)
 $(BUILD)/experiments/lab/%.o: INC := $(LAB_INC)
 # a program: its own directory and the layers below (experiments/<name>.c: the layers alone)
 $(BUILD)/experiments/%.o: INC := $(LAB_INC)
@@ -82,6 +88,12 @@ $(KERNEL_LIB): $(call obj,$(KERNEL_SRC))
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $^
 $(ENGINE_LIB): $(call obj,$(ENGINE_SRC))
+	@mkdir -p $(dir $@)
+	rm -f $@ && $(AR) rcs $@ $^
+$(FORMATS_LIB): $(call obj,$(FORMATS_SRC))
+	@mkdir -p $(dir $@)
+	rm -f $@ && $(AR) rcs $@ $^
+$(TRAINER_LIB): $(call obj,$(TRAINER_SRC))
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $^
 $(RENDER_LIB): $(call obj,$(RENDER_SRC))
@@ -121,6 +133,6 @@ $(DIR_PROGRAMS): $(BIN)/%: $(BUILD)/experiments/%/main.o $(LIBS)
 # The dependency files of today's sources only: one left by a source that has since moved or
 # gone would name that source as a prerequisite and stop the build. (The kernels built at
 # narrower vectors for the tests have theirs included by mk/test.mk.)
-ALL_SRC := $(BASE_SRC) $(KERNEL_SRC) $(ENGINE_SRC) $(LAB_SRC) $(HELPER_SRC) $(RENDER_SRC) render/main.c \
+ALL_SRC := $(BASE_SRC) $(KERNEL_SRC) $(ENGINE_SRC) $(FORMATS_SRC) $(TRAINER_SRC) $(LAB_SRC) $(HELPER_SRC) $(RENDER_SRC) render/main.c \
            $(PROG_SRC) $(wildcard experiments/*/main.c) $(TEST_SRC)
 -include $(wildcard $(patsubst %.c,$(BUILD)/%.d,$(ALL_SRC)) $(patsubst %.cu,$(BUILD)/%.d,$(CUDA_SRC) $(EXP_CUDA_SRC)))

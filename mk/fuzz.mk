@@ -2,8 +2,9 @@
 # with clang in build-fuzz/ and run for FUZZ_SECONDS each (FUZZ_RUNS=M stops each after M
 # executions) by scripts/fuzz.sh, which fails on anything a target finds.
 # Reads from the Makefile: MARCH, MULTIARCH, INCLUDES, RENDER_CFLAGS, RENDER_LIBS, LDLIBS,
-# BUILD; from mk/build.mk: BASE_SRC, KERNEL_SRC, ENGINE_SRC, RENDER_SRC; from mk/test.mk: the
-# pattern that links $(BUILD)/tests/fuzz/make_seeds (the seed writer, linked like a test).
+# BUILD; from mk/build.mk: BASE_SRC, KERNEL_SRC, ENGINE_SRC, FORMATS_SRC, TRAINER_SRC,
+# RENDER_SRC; from mk/test.mk: the pattern that links $(BUILD)/tests/fuzz/make_seeds (the seed
+# writer, linked like a test).
 
 .PHONY: fuzz
 
@@ -23,7 +24,7 @@ FUZZ_LIB     := $(FUZZ_BUILD)/libfuzzed.a
 $(FUZZ_BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
-$(FUZZ_LIB): $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(BASE_SRC) $(KERNEL_SRC) $(ENGINE_SRC) $(RENDER_SRC))
+$(FUZZ_LIB): $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(BASE_SRC) $(KERNEL_SRC) $(ENGINE_SRC) $(FORMATS_SRC) $(TRAINER_SRC) $(RENDER_SRC))
 	rm -f $@ && $(AR) rcs $@ $^
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_input.h $(FUZZ_LIB)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_LIB) -o $@ $(LDLIBS) $(RENDER_LIBS) -lgomp

@@ -35,7 +35,7 @@
 #include "gguf.h"
 #include "llama2c.h"
 #include "model.h"
-#include "quantized.h"
+#include "quant_weights.h"
 #include "session.h"
 #include "test_util.h"
 #include "tokenizer.h"

@@ -1,4 +1,4 @@
-// test_quantized.c: quantised models (experiments/engine/quantized.h) through the engine and GGUF.
+// test_quantized.c: quantised models (experiments/engine/quant_weights.h) through the engine and GGUF.
 //   - an engine on quantised weights (every format) gives the logits of the plain reference
 //     forward on the dequantised weights (relative error <= 1e-4, as the fp32 engine test);
 //   - engine_open(..., q4_0) quantises the host matrices as quant_weights_build does; a CLA
@@ -38,7 +38,7 @@
 #include "model_reference.h"
 #include "outliers.h"
 #include "quant.h"
-#include "quantized.h"
+#include "quant_weights.h"
 
 static const DType TYPES[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_I8, DTYPE_I4_G32, DTYPE_I4_G64, DTYPE_I4_G128};
 #define N_TYPES (int)(sizeof TYPES / sizeof TYPES[0])

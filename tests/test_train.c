@@ -43,7 +43,7 @@
 #include "session.h"
 #include "test_util.h"
 #include "tokenizer.h"
-#include "train.h"
+#include "trainer.h"
 #include "zoo.h"
 
 // --- finite differences ----------------------------------------------------------------------

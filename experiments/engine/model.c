@@ -11,7 +11,7 @@
 #include "arch.h"
 #include "common.h"
 #include "quant.h"
-#include "quantized.h"
+#include "quant_weights.h"
 #include "rng.h"
 
 // Largest dimension we accept: keeps every size computation far from overflow.

@@ -101,7 +101,7 @@ typedef struct {
     float *wcls;            // (V, C); points at token_embedding when tied
 } Weights;
 
-struct QuantWeights; // quantized.h
+struct QuantWeights; // quant_weights.h
 
 typedef struct {
     Config config;
@@ -208,7 +208,7 @@ typedef struct {
 
 // A model ready to run on one backend: its weights converted to `dtype` in the backend's
 // memory (the CPU's fp32 weights are used in place), and its scratch. A quantised dtype
-// (kernels/quant.h) quantises the host matrices round-to-nearest (quantized.h; CPU only); a
+// (kernels/quant.h) quantises the host matrices round-to-nearest (quant_weights.h; CPU only); a
 // model loaded from a quantised checkpoint runs its stored tensors when dtype is DTYPE_F32 (what
 // every experiment asks for) or their own type, so every experiment runs a quantised file as is. One Engine serves any
 // number of sequences (sessions, session.h), one forward at a time.

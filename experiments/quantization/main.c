@@ -52,7 +52,7 @@
 #include "outliers.h"
 #include "peak.h"
 #include "quant.h"
-#include "quantized.h"
+#include "quant_weights.h"
 #include "rng.h"
 #include "sampler.h"
 #include "session.h"

@@ -10,7 +10,7 @@
 // own). Round to nearest, or with awq- before an int4 type activation-aware (awq.h: scales from
 // 8 calibration sequences of training text folded into the norms, wv and w3, then round to
 // nearest); the token embedding is quantised too, norm gains stay fp32, and a
-// matrix whose rows the type cannot hold stays fp32 (quantized.h). The output is written
+// matrix whose rows the type cannot hold stays fp32 (quant_weights.h). The output is written
 // atomically; the summary (bits per weight, bytes) goes to stderr. A quantised input is
 // requantised from its dequantised weights.
 #include <getopt.h>
@@ -24,7 +24,7 @@
 #include "gguf.h"
 #include "kernels.h"
 #include "quant.h"
-#include "quantized.h"
+#include "quant_weights.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: bin/quantize IN.gguf OUT.gguf --type TYPE [--corpus FILE] [--threads N]\n"

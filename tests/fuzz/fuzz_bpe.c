@@ -1,4 +1,4 @@
-// fuzz_bpe.c: libFuzzer target for byte-level BPE on arbitrary bytes (experiments/engine/
+// fuzz_bpe.c: libFuzzer target for byte-level BPE on arbitrary bytes (experiments/formats/
 // tokenizer.c): encode then decode must give the input back, with a tokenizer trained once at
 // start-up and, for one input in 8 (training is the slow part), with one trained on the
 // input's first TRAIN_BYTES (a small vocabulary on a short text);

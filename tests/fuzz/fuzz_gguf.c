@@ -1,4 +1,4 @@
-// fuzz_gguf.c: libFuzzer target for the GGUF reader (experiments/engine/gguf.c): gguf_open on
+// fuzz_gguf.c: libFuzzer target for the GGUF reader (experiments/formats/gguf.c): gguf_open on
 // any bytes, then every typed getter on every key and every tensor converted to f32. An error
 // return is fine; a crash, leak, hang or UB report is a bug. Run: make fuzz FUZZ_SECONDS=N.
 #include <stdint.h>

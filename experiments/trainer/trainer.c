@@ -1,6 +1,6 @@
-// train.c: forward with saved activations, backward, AdamW, batches, validation, checkpoints
-// and the training loop (see train.h), over the kernels of kernels.h.
-#include "train.h"
+// trainer.c: forward with saved activations, backward, AdamW, batches, validation, checkpoints
+// and the training loop (see trainer.h), over the kernels of kernels.h.
+#include "trainer.h"
 
 #include <cblas.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
-// quantized.c: a model's matrices in quantised form (see quantized.h).
-#include "quantized.h"
+// quant_weights.c: a model's matrices in quantised form (see quant_weights.h).
+#include "quant_weights.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -20,7 +20,7 @@
 
 #include "common.h"
 #include "model.h"
-#include "train.h"
+#include "trainer.h"
 
 #define TRAIN_CODE_VERSION 3 // 3: the tokenizer splits text as llama.cpp's "starcoder" pre-tokenizer
 #define ZOO_MAX_MODELS 12

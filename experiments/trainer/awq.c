@@ -8,8 +8,8 @@
 #include "common.h"
 #include "kernels.h"
 #include "quant.h"
-#include "quantized.h"
-#include "train.h"
+#include "quant_weights.h"
+#include "trainer.h"
 
 // One group of matrices sharing an input: the input X (N, n), the matrices (each (rows_i, n)).
 typedef struct {

@@ -1,4 +1,4 @@
-// quantized.h: a model's weight matrices in quantised form (the formats of kernels/quant.h):
+// quant_weights.h: a model's weight matrices in quantised form (the formats of kernels/quant.h):
 // what engine_open runs when asked for a quantised dtype, what a quantised GGUF checkpoint
 // holds, and what bin/quantize writes. Tests: make build/tests/test_quantized &&
 // build/tests/test_quantized

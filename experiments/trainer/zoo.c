@@ -5,7 +5,7 @@
 
 #include "corpus.h"
 
-// A model's data schedule (train.h's TrainPhase, in order).
+// A model's data schedule (trainer.h's TrainPhase, in order).
 typedef struct {
     const TrainPhase *phases;
     int n;
@@ -19,7 +19,7 @@ static const TrainPhase TEXT[] = {{0}};
 // context (digit strings twice at random places in KJV filler, loss on the second copy only),
 // where the copy circuit forms fast; then half passkeys, the needle-to-question gap widening
 // from 16 tokens to the whole context over 60% of the phase (formation time grows with the
-// distance to copy over), half text. The answer loss has its own mean (train.h).
+// distance to copy over), half text. The answer loss has its own mean (trainer.h).
 // The copy phase trains copying only: a text loss on its filler slows the copy circuit (on the
 // full target, copy loss 0.82 nats after 300 steps against 0.12 without). The passkey phase's
 // filler teaches text instead, so its sequences are not lost to language modelling (answer-only

@@ -1,7 +1,6 @@
 // llama2c.h: import of llama2.c checkpoints (karpathy/llama2.c run.c / export.py), and an
-// export of them so tests can build one. llama2c.c also implements checkpoint.h's
-// checkpoint_load, which opens either a GGUF file or a llama2.c one. Tests: `make build/tests/test_gguf &&
-// ./build/tests/test_gguf`.
+// export of them so tests can build one (checkpoint.h's checkpoint_load opens either a GGUF
+// file or a llama2.c one). Tests: `make build/tests/test_gguf && ./build/tests/test_gguf`.
 //
 // Two fp32 formats (all int32 / float32 little-endian):
 //   legacy (export.py version 0): 7 x int32 header {dim, hidden_dim, n_layers, n_heads,

@@ -1,4 +1,4 @@
-// train.h: training the Llama-style decoder of model.h from scratch: the forward pass with
+// trainer.h: training the Llama-style decoder of model.h from scratch: the forward pass with
 // saved activations, the backward pass of every layer, AdamW with warmup + cosine learning
 // rate, gradient clipping and accumulation, per-token loss weights, a data schedule of
 // phases (text, copy sequences, passkeys with a widening needle-to-question gap), validation

@@ -11,7 +11,7 @@
 
 #include "arch.h"
 #include "quant.h"
-#include "quantized.h"
+#include "quant_weights.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "gguf.c moves little-endian values with memcpy: port it before using a big-endian host"

@@ -7,8 +7,8 @@
 
 #include "arch.h"
 #include "common.h"
-#include "quantized.h"
-#include "train.h"
+#include "quant_weights.h"
+#include "trainer.h"
 
 // Largest |x| per channel of x (N, n).
 static float *channel_max(const float *x, int N, int n) {
