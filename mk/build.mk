@@ -81,30 +81,17 @@ $(BUILD)/%.o: %.cu $(CONFIG_STAMP)
 	$(NVCC) $(NVCCFLAGS) $(INC) -c $< -o $@
 
 # --- libraries --------------------------------------------------------------------------
+# Each archive is its objects (listed per library), made by the one recipe below.
 $(BASE_LIB): $(call obj,$(BASE_SRC))
-	@mkdir -p $(dir $@)
-	rm -f $@ && $(AR) rcs $@ $^
 $(KERNEL_LIB): $(call obj,$(KERNEL_SRC))
-	@mkdir -p $(dir $@)
-	rm -f $@ && $(AR) rcs $@ $^
 $(ENGINE_LIB): $(call obj,$(ENGINE_SRC))
-	@mkdir -p $(dir $@)
-	rm -f $@ && $(AR) rcs $@ $^
 $(FORMATS_LIB): $(call obj,$(FORMATS_SRC))
-	@mkdir -p $(dir $@)
-	rm -f $@ && $(AR) rcs $@ $^
 $(TRAINER_LIB): $(call obj,$(TRAINER_SRC))
-	@mkdir -p $(dir $@)
-	rm -f $@ && $(AR) rcs $@ $^
 $(RENDER_LIB): $(call obj,$(RENDER_SRC))
-	@mkdir -p $(dir $@)
-	rm -f $@ && $(AR) rcs $@ $^
 $(BUILD)/libkernels_cuda.a: $(patsubst %.cu,$(BUILD)/%.o,$(CUDA_SRC))
-	@mkdir -p $(dir $@)
-	rm -f $@ && $(AR) rcs $@ $^
-
 $(LAB_LIB): $(call obj,$(LAB_SRC))
 $(HELPER_LIB): $(call obj,$(HELPER_SRC)) $(patsubst %.cu,$(BUILD)/%.o,$(EXP_CUDA_SRC))
+$(BASE_LIB) $(KERNEL_LIB) $(ENGINE_LIB) $(FORMATS_LIB) $(TRAINER_LIB) $(RENDER_LIB) $(BUILD)/libkernels_cuda.a \
 $(LAB_LIB) $(HELPER_LIB):
 	@mkdir -p $(dir $@)
 	rm -f $@ && $(AR) rcs $@ $^
