@@ -53,7 +53,7 @@ typedef enum {
 } TensorInput;
 
 // One kind of tensor. A matrix (rows, cols) may be quantised; a vector (rows DIM_NONE) never is.
-typedef struct {
+typedef struct TensorSpec {
     const char *name;     // GGUF: "token_embd" is "token_embd.weight", "attn_q" "blk.<l>.attn_q.weight"
     size_t field;         // offsetof(Weights, ...): the host pointer of its first instance
     TensorScope scope;

@@ -502,6 +502,12 @@ void engine_close(Engine *e) {
     memset(e, 0, sizeof *e);
 }
 
+const Tensor *engine_layer_matrix(const Engine *e, int l, const TensorSpec *s) {
+    if (s->rows == DIM_NONE || s->engine == NOT_PLACED || s->scope == TENSOR_MODEL || s->scope == TENSOR_UNTIED_HEAD)
+        die("engine_layer_matrix: %s is not a per-layer matrix the forward reads", s->name);
+    return (const Tensor *)((const char *)&e->layers[l] + s->engine);
+}
+
 size_t engine_weight_bytes(const Engine *e) {
     const Config *c = &e->config;
     size_t n = model_param_count(c), norms = arch_vector_floats(c) * sizeof(float);

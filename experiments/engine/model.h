@@ -102,6 +102,7 @@ typedef struct {
 } Weights;
 
 struct QuantWeights; // quant_weights.h
+struct TensorSpec;   // arch.h
 
 typedef struct {
     Config config;
@@ -238,6 +239,9 @@ void engine_open(Engine *e, const Model *m, const Ops *ops, DType dtype, int max
 void engine_close(Engine *e);
 // Backend bytes of the weights as the forward reads them.
 size_t engine_weight_bytes(const Engine *e);
+// The matrix of kind s (arch.h) that layer l's forward reads (an empty Tensor where the layer
+// has none, as a CLA layer without keys and values of its own); s per layer and placed.
+const Tensor *engine_layer_matrix(const Engine *e, int l, const struct TensorSpec *s);
 
 // The forward pass, the same for every backend and mode: row r is token tokens[r] at position
 // pos[r] of the sequence cached in caches[r], whose keys and values it writes there. Rows of

@@ -342,18 +342,20 @@ static double tensor_bytes(const Tensor *t) {
     return t->outliers ? bytes + (double)t->outliers->n * (sizeof(int) + (double)t->rows * sizeof(float)) : bytes;
 }
 
-// Bytes one decode step reads at context p: every layer matrix and the head (the embedding
-// row is one row), the norm gains, and the keys and values of p positions (kv_token bytes each:
-// kv_cache_bytes / capacity, so an int8 cache's scales count).
+// Bytes one decode step reads at context p: every layer matrix of the architecture's table and
+// the head (the embedding is a lookup of one row), the norm gains, and the keys and values of p
+// positions (kv_token bytes each: kv_cache_bytes / capacity, so an int8 cache's scales count).
 static double decode_step_bytes(const Engine *e, double p, double kv_token) {
     const Config *c = &e->config;
+    const Arch *a = model_arch(c);
     double bytes = tensor_bytes(&e->wcls);
-    for (int l = 0; l < c->n_layers; l++) {
-        const LayerWeights *w = &e->layers[l];
-        const Tensor *ts[] = {&w->wq, &w->wk, &w->wv, &w->wo, &w->w1, &w->w2, &w->w3};
-        for (int i = 0; i < 7; i++) bytes += tensor_bytes(ts[i]);
-    }
-    bytes += (2.0 * c->n_layers + 1) * c->dim * sizeof(float);
+    for (int l = 0; l < c->n_layers; l++)
+        for (int i = 0; i < a->n_tensors; i++) {
+            const TensorSpec *s = &a->tensors[i];
+            int per_layer = s->scope == TENSOR_LAYER || s->scope == TENSOR_KV_LAYER;
+            if (per_layer && s->rows != DIM_NONE && s->engine != NOT_PLACED) bytes += tensor_bytes(engine_layer_matrix(e, l, s));
+        }
+    bytes += (double)arch_vector_floats(c) * sizeof(float);
     return bytes + kv_token * p;
 }
 
