@@ -66,6 +66,7 @@ int dtype_holds_row(DType t, int cols) {
 }
 
 size_t dtype_row_bytes(DType t, int cols) {
+    if (cols <= 0) return 0; // an empty tensor (a layer without that matrix) has no bytes
     int B = dtype_block_elems(t, cols), full = cols / B, last = cols % B;
     return (size_t)full * dtype_block_bytes(t, B) + (last ? dtype_block_bytes(t, last) : 0);
 }

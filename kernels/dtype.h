@@ -42,6 +42,6 @@ int dtype_block_elems(DType t, int cols);
 size_t dtype_block_bytes(DType t, int n);
 // Can a row of cols be stored in t? (whole blocks, or one short last block where allowed)
 int dtype_holds_row(DType t, int cols);
-size_t dtype_row_bytes(DType t, int cols);
+size_t dtype_row_bytes(DType t, int cols); // 0 for cols <= 0
 // Bits per weight of a row of cols in t, scales included.
 double dtype_bits_per_weight(DType t, int cols);

@@ -80,6 +80,7 @@ static void test_bits_per_weight(void **state) {
     assert_true(dtype_bits_per_weight(DTYPE_I4_G32, 4096) == 5.0);
     assert_true(dtype_bits_per_weight(DTYPE_I4_G64, 4096) == 4.5);
     assert_true(dtype_bits_per_weight(DTYPE_I4_G128, 4096) == 4.25);
+    for (int t = 0; t < DTYPE_COUNT; t++) assert_int_equal(dtype_row_bytes((DType)t, 0), 0); // an empty tensor
     // 192 = 128 + 64: one group of each, 68 + 36 bytes
     assert_int_equal(dtype_row_bytes(DTYPE_I4_G128, 192), 104);
     assert_false(dtype_holds_row(DTYPE_Q8_0, 176));
