@@ -59,10 +59,11 @@ double crossentropy_forward(float *logits, float *row_loss, const int *targets, 
 // NULL: all 1), in place; rows without a target or of weight 0 get 0.
 void crossentropy_backward(float *probs, const int *targets, const float *weights, int N, int V, float scale);
 
-// Rotate adjacent pairs (x[2i], x[2i+1]) of every head of one token's vector
-// x (n_heads, head_dim) by angle pos * inv_freq[i], scaled by mscale (YaRN's
-// attention temperature; 1 otherwise). This is the GPT-J / llama2.c pairing.
-void rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *inv_freq, float mscale);
+// Rotate the pairs of every head of one token's vector x (n_heads, head_dim), pair i by the
+// angle pos * inv_freq[i], scaled by mscale (YaRN's attention temperature; 1 otherwise): the
+// adjacent pairs (x[2i], x[2i+1]) of ROPE_STYLE_NORM or the halves' (x[i], x[i + head_dim/2])
+// of ROPE_STYLE_NEOX (ops.h).
+void rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *inv_freq, float mscale, RopeStyle style);
 // RoPE of B sequences of T positions, rows (N = B * T, n_heads * head_dim) in place, row r at
 // position r % T (backward.c): the last rot_dim dims of every head turn (rot_dim = head_dim: the
 // whole head; MLA: its decoupled RoPE part). Its backward, y = mscale R(p) x => dx = mscale R(-p) dy,
@@ -74,6 +75,11 @@ void rope_backward(float *dx, int N, int T, int n_heads, int head_dim, int rot_d
 
 // out (T, H) = silu(gate) * up, elementwise; gate and up are (T, H).
 void swiglu(float *out, const float *gate, const float *up, int T, int H);
+// out (T, H) = gelu(gate) * up with GELU's tanh form 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))
+// as ggml's CPU backend evaluates it, through an fp16 table: g <= -10 gives 0, g >= 10 gives g * up,
+// else gelu = fp16(gelu_f32(fp16(g))) (g and the result rounded to half, to nearest even), so
+// that Gemma's MLP rounds as llama.cpp's does. Relative error against the exact GELU: ~2^-10.
+void geglu_tanh(float *out, const float *gate, const float *up, int T, int H);
 // Its backward (the trainer's): given d out (n), d_gate = d out * up * silu'(gate) and
 // d_up = d out * silu(gate), both overwritten; d_out may be d_up.
 void swiglu_backward(float *d_gate, float *d_up, const float *d_out, const float *gate, const float *up,

@@ -91,14 +91,16 @@ BenchStats cuda_stream_bench(int triad, size_t n, int warmup, int reps);
 
 void cuda_rmsnorm(float *out, const float *x, const float *weight, int T, int C, float eps);
 void cuda_softmax_rows(float *x, int rows, int n);
-void cuda_swiglu(float *out, const float *gate, const float *up, int T, int H);
+void cuda_glu(float *out, const float *gate, const float *up, int T, int H, GluAct act);
 // x += y, n elements (the residual adds).
 void cuda_add(float *x, const float *y, size_t n);
+// x *= a, n elements.
+void cuda_scale(float *x, float a, size_t n);
 // rope_rotate for R rows at once: row r of x (R, n_heads * head_dim) is at position pos[r];
 // only the last rot_dim dims of each head turn (rot_dim = head_dim: all of it, ops.h's rope).
 // pos (R) and inv_freq (rot_dim / 2) are device arrays.
 void cuda_rope(float *x, int R, int n_heads, int head_dim, int rot_dim, const int *pos, const float *inv_freq,
-               float mscale);
+               float mscale, RopeStyle style);
 // out (R, C) fp32 = rows tokens[r] of table (V, C) of type t; tokens is a device array.
 void cuda_embedding(float *out, const void *table, DType t, const int *tokens, int R, int C);
 // out[r] = index of the largest element of row r of x (rows, n) (first one on ties);

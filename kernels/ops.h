@@ -21,6 +21,15 @@
 #include "dtype.h" // DType: the element types of weight tensors, as a traits table
 
 
+// Which dims RoPE turns together, as ggml names the two conventions: NORM pairs (x[2i], x[2i+1])
+// (GPT-J, llama2.c, llama.cpp's "llama"); NEOX pairs (x[i], x[i + d/2]) of a d-dim rotated part
+// (GPT-NeoX, Gemma). Pair i turns by the angle of frequency i either way.
+typedef enum { ROPE_STYLE_NORM = 0, ROPE_STYLE_NEOX = 1 } RopeStyle;
+
+// The gate's activation of a gated MLP, out = act(gate) * up: SiLU (SwiGLU, Llama) or GELU in
+// its tanh form (GeGLU, Gemma), the latter as ggml's CPU backend computes it (kernels.h).
+typedef enum { GLU_SILU = 0, GLU_GELU_TANH = 1 } GluAct;
+
 // LLM.int8()'s decomposition of a quantised matrix: n of its input columns kept in fp32 (their
 // codes in the quantised rows are zero), cols (n) increasing, w (rows, n) their weights. Host
 // memory: the CPU backend runs it (kernels/quant.h), CUDA refuses it.
@@ -161,18 +170,20 @@ typedef struct Ops {
     size_t (*matmul_scratch_bytes)(DType t, int R, int cols);
     // out (R, C) = x / rms(x) * weight, per row (in place allowed).
     void (*rmsnorm)(float *out, const float *x, const float *weight, int R, int C, float eps);
-    // out (R, H) = silu(gate) * up (out may alias gate).
-    void (*swiglu)(float *out, const float *gate, const float *up, int R, int H);
+    // out (R, H) = act(gate) * up (out may alias gate): SwiGLU or GeGLU (GluAct).
+    void (*glu)(float *out, const float *gate, const float *up, int R, int H, GluAct act);
     // x += y, n elements (the residual adds).
     void (*add)(float *x, const float *y, size_t n);
+    // x *= a, n elements (Gemma's embedding scale).
+    void (*scale)(float *x, float a, size_t n);
     // out (R, table.cols) = rows tokens[r] of table, as fp32; tokens (R).
     void (*embedding)(float *out, const Tensor *table, const int *tokens, int R);
-    // Rotate adjacent pairs of the last rot_dim dims of every head of row r of x
-    // (R, n_heads * head_dim) by the angle pos[r] * inv_freq[i], scaled by mscale (YaRN's
+    // Rotate the pairs (RopeStyle) of the last rot_dim dims of every head of row r of x
+    // (R, n_heads * head_dim), pair i by the angle pos[r] * inv_freq[i], scaled by mscale (YaRN's
     // attention temperature; 1 otherwise). rot_dim = head_dim rotates whole heads; MLA rotates
     // only the decoupled RoPE part at the end of each head.
     void (*rope)(float *x, int R, int n_heads, int head_dim, int rot_dim, const int *pos, const float *inv_freq,
-                 float mscale);
+                 float mscale, RopeStyle style);
     // Store row r of k and v (R, kv_dim) at position pos[r] of its sequence's keys / values
     // (rows of kv_dim floats, at that position's row in its layout); v = NULL stores keys only
     // (values read from the key rows).

@@ -8,8 +8,9 @@
 void ref_matmul(float *out, const float *x, const float *w, int T, int n, int d);
 void ref_rmsnorm(float *out, const float *x, const float *weight, int T, int C, float eps);
 void ref_softmax_rows(float *x, int rows, int n, float *lse);
-void ref_rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *inv_freq, float mscale);
+void ref_rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *inv_freq, float mscale, RopeStyle style);
 void ref_swiglu(float *out, const float *gate, const float *up, int T, int H);
+void ref_geglu_tanh(float *out, const float *gate, const float *up, int T, int H); // exact GELU (tanh form), in double
 void ref_swiglu_backward(float *d_gate, float *d_up, const float *d_out, const float *gate, const float *up,
                          size_t n);
 // The trainer's kernels (kernels/cpu/backward.c). Gradients are summed in double and added to

@@ -49,6 +49,26 @@ static inline void random_model(Model *m, const Config *c, uint64_t seed, float 
         m->weights.rms_att[i] = 1.0f + 0.2f * rng_normal(&rng);
         m->weights.rms_ffn[i] = 1.0f + 0.2f * rng_normal(&rng);
     }
+    float *gemma_norms[] = {m->weights.rms_q, m->weights.rms_k, m->weights.rms_post_att, m->weights.rms_post_ffn};
+    int widths[] = {c->head_dim, c->head_dim, c->dim, c->dim};
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; gemma_norms[k] && i < c->n_layers * widths[k]; i++) gemma_norms[k][i] = 1.0f + 0.2f * rng_normal(&rng);
+}
+
+// small_config made a Gemma 3: its tensors (QK-norm, post-norms) and options (embedding scale,
+// NEOX RoPE, GeGLU), n_layers layers with every k-th global at RoPE base theta_global.
+static inline Config small_gemma3_config(int n_heads, int n_kv_heads, int window, int n_layers, int k,
+                                         float theta_global) {
+    Config c = small_config(n_heads, n_kv_heads, window, 0);
+    c.arch = ARCH_GEMMA3;
+    c.n_layers = n_layers;
+    c.global_every = k;
+    c.rope_theta_global = theta_global;
+    c.embed_scale = sqrtf((float)c.dim);
+    c.rope_style = ROPE_STYLE_NEOX;
+    c.ffn_act = GLU_GELU_TANH;
+    c.tied_embeddings = 1;
+    return c;
 }
 
 static inline void random_tokens(int *tokens, int n, int vocab, uint64_t seed) {
@@ -71,14 +91,17 @@ static inline int stop_at(void *ctx, int token) {
 typedef void (*RoundFn)(float *x, size_t n, DType t);
 
 // RoPE on the last rot of every head (width wide) of the T rows of x (T, n_heads * wide).
-static inline void ref_rope_rows(float *x, int T, int n_heads, int wide, int rot, const float *inv_freq, float mscale) {
+static inline void ref_rope_rows(float *x, int T, int n_heads, int wide, int rot, const float *inv_freq, float mscale,
+                                 RopeStyle style) {
     for (int i = 0; i < T; i++)
         for (int h = 0; h < n_heads; h++)
-            ref_rope_rotate(x + ((size_t)i * n_heads + h) * wide + wide - rot, 1, rot, i, inv_freq, mscale);
+            ref_rope_rotate(x + ((size_t)i * n_heads + h) * wide + wide - rot, 1, rot, i, inv_freq, mscale, style);
 }
 
 // A plain forward of every position of one sequence with the reference kernels, attention
-// over the whole sequence at once: independent of caches, chunking and backends. MLA in its
+// over the whole sequence at once: independent of caches, chunking and backends. Gemma 3's
+// options as the config and tensors give them (GeGLU with the exact GELU, which the engine's
+// fp16 table rounds: ~1e-3 relative per activation). MLA in its
 // naive form (keys and values decompressed per head); CLA layers reuse their set's first
 // layer's keys and values. round, when set, rounds each matmul input to t where a backend
 // with t weights rounds it (the weights themselves must already be rounded), so it computes
@@ -105,6 +128,7 @@ static inline void ref_forward(const Model *m, const int *tokens, int T, float *
 #define ROUND(buf, n) \
     if (round) round(buf, n, t)
     for (int i = 0; i < T; i++) memcpy(x + (size_t)i * C, w->token_embedding + (size_t)tokens[i] * C, C * 4);
+    for (size_t i = 0; c->embed_scale && i < (size_t)T * C; i++) x[i] *= c->embed_scale;
     for (int l = 0; l < c->n_layers; l++) {
         size_t g = (size_t)(l / c->kv_share);
         int global = c->global_every && l % c->global_every == c->global_every - 1;
@@ -115,14 +139,16 @@ static inline void ref_forward(const Model *m, const int *tokens, int T, float *
         ref_rmsnorm(xb, x, w->rms_att + l * C, T, C, c->norm_eps);
         ROUND(xb, (size_t)T * C);
         ref_matmul(q, xb, w->wq + (size_t)l * qd * C, T, C, qd);
-        ref_rope_rows(q, T, nh, d.qk, rot, freq, msc);
+        if (w->rms_q) ref_rmsnorm(q, q, w->rms_q + (size_t)l * hd, T * nh, hd, c->norm_eps); // QK-norm
+        ref_rope_rows(q, T, nh, d.qk, rot, freq, msc, c->rope_style);
         if (l % c->kv_share == 0 && !mla) {
             ref_matmul(k, xb, w->wk + g * d.kv * C, T, C, d.kv);
             ref_matmul(v, xb, w->wv + g * d.kv * C, T, C, d.kv);
-            ref_rope_rows(k, T, c->n_kv_heads, hd, hd, freq, msc);
+            if (w->rms_k) ref_rmsnorm(k, k, w->rms_k + (size_t)l * hd, T * c->n_kv_heads, hd, c->norm_eps);
+            ref_rope_rows(k, T, c->n_kv_heads, hd, hd, freq, msc, c->rope_style);
         } else if (l % c->kv_share == 0) { // [c_kv; RoPE(k_R)], then every head's [k_C; k_R] and v
             ref_matmul(latent, xb, w->wkv_a + g * lat * C, T, C, lat);
-            ref_rope_rows(latent, T, 1, lat, dr, freq, msc);
+            ref_rope_rows(latent, T, 1, lat, dr, freq, msc, c->rope_style);
             for (int i = 0; i < T; i++) memcpy(ckv + (size_t)i * dc, latent + (size_t)i * lat, dc * 4);
             ref_matmul(kv_b, ckv, w->wkv_b + g * d.kv_b * dc, T, dc, d.kv_b);
             for (int i = 0; i < T; i++)
@@ -136,14 +162,17 @@ static inline void ref_forward(const Model *m, const int *tokens, int T, float *
         ref_attention_kv(att, q, k, v, T, 0, &s);
         ROUND(att, (size_t)T * od);
         ref_matmul(proj, att, w->wo + (size_t)l * C * od, T, od, C);
+        if (w->rms_post_att) ref_rmsnorm(proj, proj, w->rms_post_att + (size_t)l * C, T, C, c->norm_eps);
         for (size_t i = 0; i < (size_t)T * C; i++) x[i] += proj[i];
         ref_rmsnorm(xb, x, w->rms_ffn + l * C, T, C, c->norm_eps);
         ROUND(xb, (size_t)T * C);
         ref_matmul(h1, xb, w->w1 + (size_t)l * H * C, T, C, H);
         ref_matmul(h3, xb, w->w3 + (size_t)l * H * C, T, C, H);
-        ref_swiglu(h1, h1, h3, T, H);
+        if (c->ffn_act == GLU_GELU_TANH) ref_geglu_tanh(h1, h1, h3, T, H);
+        else ref_swiglu(h1, h1, h3, T, H);
         ROUND(h1, (size_t)T * H);
         ref_matmul(proj, h1, w->w2 + (size_t)l * C * H, T, H, C);
+        if (w->rms_post_ffn) ref_rmsnorm(proj, proj, w->rms_post_ffn + (size_t)l * C, T, C, c->norm_eps);
         for (size_t i = 0; i < (size_t)T * C; i++) x[i] += proj[i];
     }
     ref_rmsnorm(xb, x, w->rms_final, T, C, c->norm_eps);

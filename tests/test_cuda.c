@@ -162,9 +162,14 @@ static void test_swiglu_and_add(void **state) {
     size_t n = (size_t)T * H;
     float *g = random_buffer(n, 2.0f, &rng), *u = random_buffer(n, 1.0f, &rng), *want = mallocCheck(n * 4);
     float *g_d = to_device(g, n, DTYPE_F32), *u_d = to_device(u, n, DTYPE_F32), *out_d = cudaMallocCheck(n * 4);
-    ref_swiglu(want, g, u, T, H);
-    cuda_swiglu(out_d, g_d, u_d, T, H);
+    ref_geglu_tanh(want, g, u, T, H); // GeGLU: within the half rounding of gate and GELU
+    cuda_glu(out_d, g_d, u_d, T, H, GLU_GELU_TANH);
     float *got = to_host(out_d, n, DTYPE_F32);
+    assert_close(got, want, n, 2e-3, 1e-3);
+    free(got);
+    ref_swiglu(want, g, u, T, H);
+    cuda_glu(out_d, g_d, u_d, T, H, GLU_SILU);
+    got = to_host(out_d, n, DTYPE_F32);
     assert_close(got, want, n, 1e-4, 1e-6);
     free(got);
     cuda_add(out_d, u_d, n);
@@ -187,8 +192,9 @@ static void test_rope(void **state) {
     float *x_d = to_device(x, (size_t)R * H * HD, DTYPE_F32), *f_d = to_device(inv_freq, HD / 2, DTYPE_F32);
     int *pos_d = cudaMallocCheck(sizeof pos);
     cuda_upload(pos_d, pos, sizeof pos);
-    cuda_rope(x_d, R, H, HD, HD, pos_d, f_d, 1.3f);
-    for (int r = 0; r < R; r++) ref_rope_rotate(x + (size_t)r * H * HD, H, HD, pos[r], inv_freq, 1.3f);
+    RopeStyle style = ROPE_STYLE_NEOX; // the NORM pairing runs in every model test
+    cuda_rope(x_d, R, H, HD, HD, pos_d, f_d, 1.3f, style);
+    for (int r = 0; r < R; r++) ref_rope_rotate(x + (size_t)r * H * HD, H, HD, pos[r], inv_freq, 1.3f, style);
     float *got = to_host(x_d, (size_t)R * H * HD, DTYPE_F32);
     // angles up to 2000 rad: float argument rounding bounds the agreement (as on the CPU)
     assert_close(got, x, (size_t)R * H * HD, 1e-4, 2e-4);

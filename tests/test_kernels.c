@@ -102,11 +102,12 @@ static void test_rope(void **state) {
     int H = 6, hd = 48;
     float inv_freq[24];
     for (int i = 0; i < hd / 2; i++) inv_freq[i] = powf(10000.0f, -2.0f * i / hd);
-    for (int pos = 0; pos < 2000; pos += 333) {
+    for (int pos = 0; pos < 4000; pos += 333) {
+        RopeStyle style = pos % 2 ? ROPE_STYLE_NEOX : ROPE_STYLE_NORM; // both pairings
         float *x = random_buffer((size_t)H * hd, &rng), y[6 * 48];
         memcpy(y, x, sizeof y);
-        rope_rotate(x, H, hd, pos, inv_freq, 1.3f);
-        ref_rope_rotate(y, H, hd, pos, inv_freq, 1.3f);
+        rope_rotate(x, H, hd, pos, inv_freq, 1.3f, style);
+        ref_rope_rotate(y, H, hd, pos, inv_freq, 1.3f, style);
         // angles up to 2000 rad: float argument rounding bounds the agreement
         assert_close(x, y, (size_t)H * hd, 1e-4, 2e-4);
         free(x);
@@ -122,16 +123,51 @@ static void test_rope_partial(void **state) {
     float inv_freq[ROT / 2];
     for (int i = 0; i < ROT / 2; i++) inv_freq[i] = powf(10000.0f, -2.0f * i / ROT);
     int pos[R] = {0, 7, 1234};
-    float *x = random_buffer((size_t)R * H * HD, &rng), want[R * H * HD];
-    memcpy(want, x, sizeof want);
-    ops_cpu()->rope(x, R, H, HD, ROT, pos, inv_freq, 1.3f);
-    for (int r = 0; r < R; r++)
-        for (int h = 0; h < H; h++)
-            ref_rope_rotate(want + ((size_t)r * H + h) * HD + HD - ROT, 1, ROT, pos[r], inv_freq, 1.3f);
-    for (int i = 0; i < R * H * HD; i++)
-        if (i % HD < HD - ROT) assert_true(x[i] == want[i]);
-    assert_close(x, want, (size_t)R * H * HD, 1e-4, 2e-4);
-    free(x);
+    for (RopeStyle style = ROPE_STYLE_NORM; style <= ROPE_STYLE_NEOX; style++) {
+        float *x = random_buffer((size_t)R * H * HD, &rng), want[R * H * HD];
+        memcpy(want, x, sizeof want);
+        ops_cpu()->rope(x, R, H, HD, ROT, pos, inv_freq, 1.3f, style);
+        for (int r = 0; r < R; r++)
+            for (int h = 0; h < H; h++)
+                ref_rope_rotate(want + ((size_t)r * H + h) * HD + HD - ROT, 1, ROT, pos[r], inv_freq, 1.3f, style);
+        for (int i = 0; i < R * H * HD; i++)
+            if (i % HD < HD - ROT) assert_true(x[i] == want[i]);
+        assert_close(x, want, (size_t)R * H * HD, 1e-4, 2e-4);
+        free(x);
+    }
+}
+
+// NEOX pairs dim i with dim i + d/2: rotating a head by a quarter turn (angle pi/2) moves
+// each first-half value into the second half, negating the other way.
+static void test_rope_neox_pairs(void **state) {
+    (void)state;
+    enum { HD = 8 };
+    float x[HD] = {1, 2, 3, 4, 5, 6, 7, 8}, inv_freq[HD / 2];
+    for (int i = 0; i < HD / 2; i++) inv_freq[i] = (float)(3.14159265358979323846 / 2);
+    rope_rotate(x, 1, HD, 1, inv_freq, 1.0f, ROPE_STYLE_NEOX);
+    float want[HD] = {-5, -6, -7, -8, 1, 2, 3, 4};
+    assert_close(x, want, HD, 1e-6, 1e-6);
+}
+
+// GeGLU through ggml's fp16 table against the exact tanh-form GELU: within the half rounding
+// of the gate and of the result (2 * 2^-11 relative, plus an absolute floor near 0 where the
+// derivative is 0.5); exactly 0 and g * up beyond -10 and 10; and one value worked by hand.
+static void test_geglu_tanh(void **state) {
+    (void)state;
+    uint64_t rng = rng_seed(14);
+    int T = 5, H = 301;
+    size_t n = (size_t)T * H;
+    float *g = random_buffer(n, &rng), *u = random_buffer(n, &rng);
+    for (size_t i = 0; i < n; i += 3) g[i] *= 8.0f;
+    g[0] = -12.0f, g[1] = 12.0f, g[2] = 1.0f;
+    float *got = mallocCheck(n * sizeof(float)), *want = mallocCheck(n * sizeof(float));
+    geglu_tanh(got, g, u, T, H);
+    ref_geglu_tanh(want, g, u, T, H);
+    assert_close(got, want, n, 2e-3, 1e-3);
+    assert_true(got[0] == 0.0f && got[1] == 12.0f * u[1]);
+    // gelu(1) = 0.5 (1 + tanh(0.79788456 * 1.044715)) = 0.841192, whose nearest half is 0.84130859375
+    assert_true(got[2] == 0.84130859375f * u[2]);
+    free(g); free(u); free(got); free(want);
 }
 
 // Lengths with a ragged end and gates out to +-40 (the sigmoid's two branches, e^-|g|
@@ -506,7 +542,9 @@ static void test_train_kernels_thread_independent(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul), cmocka_unit_test(test_matmul_rows_match_single_rows),  cmocka_unit_test(test_rmsnorm), cmocka_unit_test(test_softmax),
-        cmocka_unit_test(test_rope),    cmocka_unit_test(test_swiglu),  cmocka_unit_test(test_attention_kv),
+        cmocka_unit_test(test_rope),    cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_rope_neox_pairs),
+        cmocka_unit_test(test_geglu_tanh),  cmocka_unit_test(test_attention_kv),
         cmocka_unit_test(test_attention_kv_rows_of_many_sequences), cmocka_unit_test(test_rope_partial),
         cmocka_unit_test(test_attention_kv_value_dims),
         cmocka_unit_test(test_matmul_backward), cmocka_unit_test(test_rmsnorm_backward), cmocka_unit_test(test_rope_rows),

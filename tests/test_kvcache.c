@@ -302,13 +302,13 @@ static void test_cache_positions_kernel_matches_reference(void **state) {
     fill_normal(q_raw, HD, 1.0f, &rng);
     for (int j = 0; j < N; j++) { // cached as the engine caches them: rotated at text positions
         memcpy(k + (size_t)j * HD, k_raw + (size_t)j * HD, HD * 4);
-        rope_rotate(k + (size_t)j * HD, 1, HD, j, inv_freq, 1.0f);
+        rope_rotate(k + (size_t)j * HD, 1, HD, j, inv_freq, 1.0f, ROPE_STYLE_NORM);
     }
     int windows[] = {7, 30, 7}, sinks[] = {4, 1, 0};
     for (int t = 0; t < 3; t++)
         for (int p = 0; p < N; p += 13) {
             memcpy(q, q_raw, sizeof q);
-            rope_rotate(q, 1, HD, p, inv_freq, 1.0f);
+            rope_rotate(q, 1, HD, p, inv_freq, 1.0f, ROPE_STYLE_NORM);
             AttentionShape s = {1, 1, HD, windows[t], sinks[t], 0.25f, .value_dim = HD, .cache_positions = 1, .inv_freq = inv_freq};
             void *keys[1] = {k}, *values[1] = {v};
             KVRows kv = {1, &p, keys, values, .layouts = NULL};

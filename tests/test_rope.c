@@ -113,7 +113,7 @@ static void test_rotation_matches_formulas(void **state) {
                     want[h * r.hd + 2 * i] = (float)(m * (a * cos(pos * f) - b * sin(pos * f)));
                     want[h * r.hd + 2 * i + 1] = (float)(m * (a * sin(pos * f) + b * cos(pos * f)));
                 }
-            rope_rotate(x, heads, r.hd, pos, inv_freq, mscale);
+            rope_rotate(x, heads, r.hd, pos, inv_freq, mscale, ROPE_STYLE_NORM);
             assert_close(x, want, (size_t)heads * r.hd, 1e-3, 1e-3);
         }
 }

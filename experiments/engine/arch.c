@@ -11,46 +11,77 @@
 #define LAYER(f) offsetof(LayerWeights, f)
 #define MODEL(f) offsetof(Engine, f)
 
+// Each tensor kind once; the architectures' tables list the kinds they have.
+// clang-format off
+#define TOKEN_EMBD  {.name = "token_embd",    .field = HOST(token_embedding), .scope = TENSOR_MODEL,       .rows = DIM_V,      .cols = DIM_C, \
+                     .input = INPUT_TIED_HEAD,  .engine = MODEL(token_embedding)}
+#define ATTN_NORM   {.name = "attn_norm",     .field = HOST(rms_att),         .scope = TENSOR_LAYER,       .rows = DIM_NONE,   .cols = DIM_C, \
+                     .engine = LAYER(rms_att)}
+#define ATTN_Q      {.name = "attn_q",        .field = HOST(wq),              .scope = TENSOR_LAYER,       .rows = DIM_Q,      .cols = DIM_C, \
+                     .input = INPUT_ATTN_NORM,  .engine = LAYER(wq)}
+#define ATTN_K      {.name = "attn_k",        .field = HOST(wk),              .scope = TENSOR_KV_LAYER,    .rows = DIM_KV,     .cols = DIM_C, \
+                     .input = INPUT_ATTN_NORM,  .engine = LAYER(wk)}
+#define ATTN_V      {.name = "attn_v",        .field = HOST(wv),              .scope = TENSOR_KV_LAYER,    .rows = DIM_KV,     .cols = DIM_C, \
+                     .input = INPUT_ATTN_NORM,  .engine = LAYER(wv)}
+#define ATTN_KV_A   {.name = "attn_kv_a_mqa", .field = HOST(wkv_a),           .scope = TENSOR_KV_LAYER,    .rows = DIM_LATENT, .cols = DIM_C, \
+                     .input = INPUT_ATTN_NORM,  .engine = LAYER(wkv_a)}
+#define ATTN_KV_B   {.name = "attn_kv_b",     .field = HOST(wkv_b),           .scope = TENSOR_KV_LAYER,    .rows = DIM_KV_B,   .cols = DIM_DC, \
+                     .input = INPUT_LATENT,     .engine = NOT_PLACED}
+#define ATTN_Q_NORM {.name = "attn_q_norm",   .field = HOST(rms_q),           .scope = TENSOR_LAYER,       .rows = DIM_NONE,   .cols = DIM_HD, \
+                     .engine = LAYER(rms_q)}
+#define ATTN_K_NORM {.name = "attn_k_norm",   .field = HOST(rms_k),           .scope = TENSOR_LAYER,       .rows = DIM_NONE,   .cols = DIM_HD, \
+                     .engine = LAYER(rms_k)}
+#define ATTN_OUTPUT {.name = "attn_output",   .field = HOST(wo),              .scope = TENSOR_LAYER,       .rows = DIM_C,      .cols = DIM_O, \
+                     .input = INPUT_ATTN_OUT,   .engine = LAYER(wo)}
+#define ATTN_POST_NORM {.name = "post_attention_norm", .field = HOST(rms_post_att), .scope = TENSOR_LAYER, .rows = DIM_NONE, .cols = DIM_C, \
+                     .engine = LAYER(rms_post_att)}
+#define FFN_NORM    {.name = "ffn_norm",      .field = HOST(rms_ffn),         .scope = TENSOR_LAYER,       .rows = DIM_NONE,   .cols = DIM_C, \
+                     .engine = LAYER(rms_ffn)}
+#define FFN_GATE    {.name = "ffn_gate",      .field = HOST(w1),              .scope = TENSOR_LAYER,       .rows = DIM_H,      .cols = DIM_C, \
+                     .input = INPUT_FFN_NORM,   .engine = LAYER(w1)}
+#define FFN_DOWN    {.name = "ffn_down",      .field = HOST(w2),              .scope = TENSOR_LAYER,       .rows = DIM_C,      .cols = DIM_H, \
+                     .input = INPUT_FFN_ACT,    .engine = LAYER(w2)}
+#define FFN_UP      {.name = "ffn_up",        .field = HOST(w3),              .scope = TENSOR_LAYER,       .rows = DIM_H,      .cols = DIM_C, \
+                     .input = INPUT_FFN_NORM,   .engine = LAYER(w3)}
+#define FFN_POST_NORM {.name = "post_ffw_norm", .field = HOST(rms_post_ffn),  .scope = TENSOR_LAYER,       .rows = DIM_NONE,   .cols = DIM_C, \
+                     .engine = LAYER(rms_post_ffn)}
+#define OUTPUT_NORM {.name = "output_norm",   .field = HOST(rms_final),       .scope = TENSOR_MODEL,       .rows = DIM_NONE,   .cols = DIM_C, \
+                     .engine = MODEL(rms_final)}
+#define OUTPUT      {.name = "output",        .field = HOST(wcls),            .scope = TENSOR_UNTIED_HEAD, .rows = DIM_V,      .cols = DIM_C, \
+                     .input = INPUT_FINAL_NORM, .engine = MODEL(wcls)}
+
 // Llama (llama.cpp's "llama"; MLA's tensors as its "deepseek2" names them). A plain model's
 // block is llama2.c's: the MLA kinds are empty, and without CLA every layer has keys and values.
-// clang-format off
 static const TensorSpec LLAMA[] = {
-    {.name = "token_embd",    .field = HOST(token_embedding), .scope = TENSOR_MODEL,       .rows = DIM_V,      .cols = DIM_C,
-     .input = INPUT_TIED_HEAD,  .engine = MODEL(token_embedding)},
-    {.name = "attn_norm",     .field = HOST(rms_att),         .scope = TENSOR_LAYER,       .rows = DIM_NONE,   .cols = DIM_C,
-     .engine = LAYER(rms_att)},
-    {.name = "attn_q",        .field = HOST(wq),              .scope = TENSOR_LAYER,       .rows = DIM_Q,      .cols = DIM_C,
-     .input = INPUT_ATTN_NORM,  .engine = LAYER(wq)},
-    {.name = "attn_k",        .field = HOST(wk),              .scope = TENSOR_KV_LAYER,    .rows = DIM_KV,     .cols = DIM_C,
-     .input = INPUT_ATTN_NORM,  .engine = LAYER(wk)},
-    {.name = "attn_v",        .field = HOST(wv),              .scope = TENSOR_KV_LAYER,    .rows = DIM_KV,     .cols = DIM_C,
-     .input = INPUT_ATTN_NORM,  .engine = LAYER(wv)},
-    {.name = "attn_kv_a_mqa", .field = HOST(wkv_a),           .scope = TENSOR_KV_LAYER,    .rows = DIM_LATENT, .cols = DIM_C,
-     .input = INPUT_ATTN_NORM,  .engine = LAYER(wkv_a)},
-    {.name = "attn_kv_b",     .field = HOST(wkv_b),           .scope = TENSOR_KV_LAYER,    .rows = DIM_KV_B,   .cols = DIM_DC,
-     .input = INPUT_LATENT,     .engine = NOT_PLACED},
-    {.name = "attn_output",   .field = HOST(wo),              .scope = TENSOR_LAYER,       .rows = DIM_C,      .cols = DIM_O,
-     .input = INPUT_ATTN_OUT,   .engine = LAYER(wo)},
-    {.name = "ffn_norm",      .field = HOST(rms_ffn),         .scope = TENSOR_LAYER,       .rows = DIM_NONE,   .cols = DIM_C,
-     .engine = LAYER(rms_ffn)},
-    {.name = "ffn_gate",      .field = HOST(w1),              .scope = TENSOR_LAYER,       .rows = DIM_H,      .cols = DIM_C,
-     .input = INPUT_FFN_NORM,   .engine = LAYER(w1)},
-    {.name = "ffn_down",      .field = HOST(w2),              .scope = TENSOR_LAYER,       .rows = DIM_C,      .cols = DIM_H,
-     .input = INPUT_FFN_ACT,    .engine = LAYER(w2)},
-    {.name = "ffn_up",        .field = HOST(w3),              .scope = TENSOR_LAYER,       .rows = DIM_H,      .cols = DIM_C,
-     .input = INPUT_FFN_NORM,   .engine = LAYER(w3)},
-    {.name = "output_norm",   .field = HOST(rms_final),       .scope = TENSOR_MODEL,       .rows = DIM_NONE,   .cols = DIM_C,
-     .engine = MODEL(rms_final)},
-    {.name = "output",        .field = HOST(wcls),            .scope = TENSOR_UNTIED_HEAD, .rows = DIM_V,      .cols = DIM_C,
-     .input = INPUT_FINAL_NORM, .engine = MODEL(wcls)},
+    TOKEN_EMBD, ATTN_NORM, ATTN_Q, ATTN_K, ATTN_V, ATTN_KV_A, ATTN_KV_B, ATTN_OUTPUT,
+    FFN_NORM, FFN_GATE, FFN_DOWN, FFN_UP, OUTPUT_NORM, OUTPUT,
+};
+
+// Gemma 3 (llama.cpp's "gemma3", src/models/gemma3.cpp): QK-norm and the blocks' post-norms.
+static const TensorSpec GEMMA3[] = {
+    TOKEN_EMBD, ATTN_NORM, ATTN_Q, ATTN_K, ATTN_V, ATTN_Q_NORM, ATTN_K_NORM, ATTN_OUTPUT, ATTN_POST_NORM,
+    FFN_NORM, FFN_GATE, FFN_DOWN, FFN_UP, FFN_POST_NORM, OUTPUT_NORM, OUTPUT,
 };
 // clang-format on
 
-static const Arch ARCH_LLAMA = {"llama", LLAMA, (int)(sizeof LLAMA / sizeof LLAMA[0])};
+#define TABLE(name, t) {name, t, (int)(sizeof t / sizeof t[0])}
+static const Arch ARCHES[ARCH_COUNT] = {
+    [ARCH_LLAMA] = TABLE("llama", LLAMA),
+    [ARCH_GEMMA3] = TABLE("gemma3", GEMMA3),
+};
 
 const Arch *model_arch(const Config *c) {
-    (void)c;
-    return &ARCH_LLAMA;
+    if ((int)c->arch < 0 || c->arch >= ARCH_COUNT) die("model_arch: %d is not an architecture", (int)c->arch);
+    return &ARCHES[c->arch];
+}
+
+const Arch *arch_by_name(const char *name, size_t len, ArchId *id) {
+    for (int i = 0; i < ARCH_COUNT; i++)
+        if (strlen(ARCHES[i].name) == len && memcmp(ARCHES[i].name, name, len) == 0) {
+            *id = (ArchId)i;
+            return &ARCHES[i];
+        }
+    return NULL;
 }
 
 const TensorSpec *arch_find(const Arch *a, const char *name) {
@@ -72,6 +103,7 @@ size_t tensor_dim(const Config *c, TensorDim d) {
     case DIM_LATENT: return m.latent;
     case DIM_KV_B: return m.kv_b;
     case DIM_DC: return (size_t)c->kv_lora_rank;
+    case DIM_HD: return (size_t)c->head_dim;
     }
     die("tensor_dim: %d is not a dimension", (int)d);
 }

@@ -28,6 +28,7 @@ typedef enum {
     DIM_LATENT, // d_c + d_r: MLA's latent row [c_kv; k_R] (0 unless MLA)
     DIM_KV_B,   // n_heads * 2 * hd: MLA's per-head [W_uk; W_uv] (0 unless MLA)
     DIM_DC,     // d_c = kv_lora_rank
+    DIM_HD,     // head_dim: a per-head vector (QK-norm's gains)
 } TensorDim;
 
 // Which layers have a tensor.
@@ -72,8 +73,11 @@ typedef struct {
     int n_tensors;
 } Arch;
 
-// The architecture of a config. One so far: "llama" (with MLA and CLA as options).
+// The architecture of a config (Config.arch): "llama" (with MLA and CLA as options) or
+// "gemma3" (Gemma 3: QK-norm and post-norms, no MLA or CLA tensors).
 const Arch *model_arch(const Config *c);
+// The architecture named name (general.architecture), or NULL; its id into *id.
+const Arch *arch_by_name(const char *name, size_t len, ArchId *id);
 const TensorSpec *arch_find(const Arch *a, const char *name); // NULL when it has none of that name
 
 size_t tensor_dim(const Config *c, TensorDim d); // 1 for DIM_NONE

@@ -54,6 +54,14 @@ int config_validate(const Config *c, char *why, size_t why_len) {
         bad = "the global layers' rope theta is not > 1 (or 0: the local one)";
     else if (!bad && c->global_every && c->cache_positions)
         bad = "StreamingLLM's position rule is for windowed models, not local/global hybrids";
+    else if (!bad && ((int)c->arch < 0 || c->arch >= ARCH_COUNT)) bad = "unknown architecture";
+    else if (!bad && c->arch == ARCH_GEMMA3 && (c->kv_lora_rank || c->kv_share != 1))
+        bad = "Gemma 3 has no MLA or CLA tensors";
+    else if (!bad && (c->rope_style < ROPE_STYLE_NORM || c->rope_style > ROPE_STYLE_NEOX)) bad = "unknown RoPE style";
+    else if (!bad && (c->ffn_act < GLU_SILU || c->ffn_act > GLU_GELU_TANH)) bad = "unknown MLP activation";
+    else if (!bad && c->cache_positions && c->rope_style != ROPE_STYLE_NORM)
+        bad = "StreamingLLM's position rule re-rotates sinks in NORM pairs only";
+    else if (!bad && !(c->embed_scale >= 0.0f && c->embed_scale <= 1e6f)) bad = "embed_scale is not in 0 .. 1e6";
     else if (!bad && !(c->norm_eps > 0.0f)) bad = "norm_eps is not positive";
     else if (!bad && !(c->rope.theta > 1.0f)) bad = "rope theta is not > 1";
     else if (!bad && (c->rope.scaling < ROPE_NONE || c->rope.scaling > ROPE_YARN)) bad = "unknown rope scaling";
@@ -90,6 +98,7 @@ size_t model_param_count(const Config *c) {
 // embedding.
 void weights_map(Weights *w, const Config *c, float *p) {
     const Arch *a = model_arch(c);
+    memset(w, 0, sizeof *w); // the kinds another architecture has stay NULL
     for (int i = 0; i < a->n_tensors; i++) {
         *(float **)((char *)w + a->tensors[i].field) = p;
         p += tensor_floats(c, &a->tensors[i]);
@@ -419,7 +428,7 @@ static void runstate_alloc(RunState *s, const Ops *ops, const Config *c, DType d
     s->proj = ops->alloc(R * C * sizeof(float));
     s->hb = ops->alloc(R * H * sizeof(float));
     s->hb2 = ops->alloc(R * H * sizeof(float));
-    s->logits = ops->alloc(R * V * sizeof(float));
+    s->logits = ops->alloc((R < HEAD_ROWS ? R : HEAD_ROWS) * V * sizeof(float));
     s->matmul_scratch = ops->alloc(ops->matmul_scratch_bytes(dtype, (int)matmul_rows, (int)widest));
     s->attn_scratch_bytes = ops->attention_scratch_bytes(max_keys);
     s->attn_scratch = ops->alloc(s->attn_scratch_bytes);
@@ -429,7 +438,6 @@ static void runstate_alloc(RunState *s, const Ops *ops, const Config *c, DType d
     s->layouts_host = mallocCheck(Lkv * R * sizeof(KVLayout));
     s->keys = ops->alloc(Lkv * R * sizeof(void *));
     s->values = ops->alloc(Lkv * R * sizeof(void *));
-    s->logits_host = mallocCheck(R * V * sizeof(float));
     s->pos_host = mallocCheck(R * sizeof(int));
     s->keys_host = mallocCheck(Lkv * R * sizeof(void *));
     s->values_host = mallocCheck(Lkv * R * sizeof(void *));
@@ -502,6 +510,16 @@ void engine_close(Engine *e) {
     memset(e, 0, sizeof *e);
 }
 
+float *engine_logits_host(Engine *e, int R) {
+    RunState *s = &e->s;
+    if (R > s->logits_host_rows) {
+        free(s->logits_host);
+        s->logits_host = mallocCheck((size_t)R * e->config.vocab_size * sizeof(float));
+        s->logits_host_rows = R;
+    }
+    return s->logits_host;
+}
+
 const Tensor *engine_layer_matrix(const Engine *e, int l, const TensorSpec *s) {
     if (s->rows == DIM_NONE || s->engine == NOT_PLACED || s->scope == TENSOR_MODEL || s->scope == TENSOR_UNTIED_HEAD)
         die("engine_layer_matrix: %s is not a per-layer matrix the forward reads", s->name);
@@ -572,11 +590,13 @@ static void attention_heads(Engine *e, const LayerWeights *w, const LayerPlan *l
     AttentionShape shape = {c->n_heads, c->n_kv_heads, hd, lp->attn.window, lp->attn.n_sink, 1.0f / sqrtf((float)hd), .value_dim = hd,
                             .cache_positions = c->cache_positions, .inv_freq = lp->inv_freq};
     ops->matmul(s->q, s->xb, &w->wq, R, s->matmul_scratch); // (R, n_heads * hd)
-    ops->rope(s->q, R, c->n_heads, hd, hd, s->pos, lp->inv_freq, lp->mscale);
+    if (w->rms_q) ops->rmsnorm(s->q, s->q, w->rms_q, R * c->n_heads, hd, c->norm_eps); // QK-norm: per head
+    ops->rope(s->q, R, c->n_heads, hd, hd, s->pos, lp->inv_freq, lp->mscale, c->rope_style);
     if (own_kv) {
         ops->matmul(s->k, s->xb, &w->wk, R, s->matmul_scratch); // (R, n_kv * hd)
         ops->matmul(s->v, s->xb, &w->wv, R, s->matmul_scratch);
-        ops->rope(s->k, R, c->n_kv_heads, hd, hd, s->pos, lp->inv_freq, lp->mscale);
+        if (w->rms_k) ops->rmsnorm(s->k, s->k, w->rms_k, R * c->n_kv_heads, hd, c->norm_eps);
+        ops->rope(s->k, R, c->n_kv_heads, hd, hd, s->pos, lp->inv_freq, lp->mscale, c->rope_style);
         ops->kv_write(kv, s->k, s->v, kv_dim);
     }
     ops->attention(s->att, s->q, kv, &shape, s->attn_scratch, s->attn_scratch_bytes);
@@ -589,7 +609,7 @@ static void mla_write_latent(Engine *e, const LayerWeights *w, const LayerPlan *
     RunState *s = &e->s;
     int lat = c->kv_lora_rank + c->rope_dim;
     e->ops->matmul(s->k, s->xb, &w->wkv_a, R, s->matmul_scratch); // (R, d_c + d_r)
-    e->ops->rope(s->k, R, 1, lat, c->rope_dim, s->pos, lp->inv_freq, lp->mscale);
+    e->ops->rope(s->k, R, 1, lat, c->rope_dim, s->pos, lp->inv_freq, lp->mscale, c->rope_style);
     e->ops->kv_write(kv, s->k, NULL, lat);
 }
 
@@ -605,7 +625,7 @@ static void attention_mla_absorbed(Engine *e, const LayerWeights *w, const Layer
                             .value_dim = c->kv_lora_rank, .value_stride = lat};
     if (own_kv) mla_write_latent(e, w, lp, kv, R);
     ops->matmul(s->q, s->xb, &w->wq_abs, R, s->matmul_scratch); // (R, n_heads * (d_c + d_r))
-    ops->rope(s->q, R, c->n_heads, lat, c->rope_dim, s->pos, lp->inv_freq, lp->mscale);
+    ops->rope(s->q, R, c->n_heads, lat, c->rope_dim, s->pos, lp->inv_freq, lp->mscale, c->rope_style);
     ops->attention(s->att, s->q, kv, &shape, s->attn_scratch, s->attn_scratch_bytes); // (R, n_heads * d_c)
     ops->matmul(s->proj, s->att, &w->wo_abs, R, s->matmul_scratch);                   // (R, C)
 }
@@ -621,7 +641,7 @@ static void attention_mla_naive(Engine *e, const LayerWeights *w, const LayerPla
     AttentionShape shape = {nh, nh, qk, lp->attn.window, lp->attn.n_sink, 1.0f / sqrtf((float)qk), .value_dim = hd};
     if (own_kv) mla_write_latent(e, w, lp, kv, R);
     ops->matmul(s->q, s->xb, &w->wq, R, s->matmul_scratch); // (R, n_heads * (hd + d_r))
-    ops->rope(s->q, R, nh, qk, c->rope_dim, s->pos, lp->inv_freq, lp->mscale);
+    ops->rope(s->q, R, nh, qk, c->rope_dim, s->pos, lp->inv_freq, lp->mscale, c->rope_style);
     for (int r0 = 0, r1; r0 < R; r0 = r1) { // rows r0 .. r1 - 1: one sequence
         if (kv_cache_layer_layout(caches[r0], kv_layer).ring) die("engine_forward: MLA's naive path reads contiguous caches only");
         int n = 0;
@@ -660,6 +680,7 @@ void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *p
 
     stage_rows(e, caches, tokens, pos, R);
     ops->embedding(s->x, &e->token_embedding, s->tokens, R); // (R, C)
+    if (c->embed_scale) ops->scale(s->x, c->embed_scale, (size_t)R * C);
 
     for (int l = 0; l < c->n_layers; l++) {
         const LayerWeights *w = &e->layers[l];
@@ -673,14 +694,16 @@ void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *p
         if (!c->kv_lora_rank) attention_heads(e, w, &lp, &kv, R, own_kv);
         else if (e->mla_naive) attention_mla_naive(e, w, &lp, &kv, kv_layer, caches, R, own_kv);
         else attention_mla_absorbed(e, w, &lp, &kv, R, own_kv);
+        if (w->rms_post_att) ops->rmsnorm(s->proj, s->proj, w->rms_post_att, R, C, c->norm_eps);
         ops->add(s->x, s->proj, (size_t)R * C);
 
-        // MLP block: w2(silu(w1 x) * w3 x)
+        // MLP block: w2(act(w1 x) * w3 x)
         ops->rmsnorm(s->xb, s->x, w->rms_ffn, R, C, c->norm_eps);
         ops->matmul(s->hb, s->xb, &w->w1, R, s->matmul_scratch); // (R, H)
         ops->matmul(s->hb2, s->xb, &w->w3, R, s->matmul_scratch);
-        ops->swiglu(s->hb, s->hb, s->hb2, R, H);
+        ops->glu(s->hb, s->hb, s->hb2, R, H, c->ffn_act);
         ops->matmul(s->proj, s->hb, &w->w2, R, s->matmul_scratch); // (R, C)
+        if (w->rms_post_ffn) ops->rmsnorm(s->proj, s->proj, w->rms_post_ffn, R, C, c->norm_eps);
         ops->add(s->x, s->proj, (size_t)R * C);
     }
 
@@ -688,8 +711,13 @@ void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *p
         if (pos[r] + 1 > caches[r]->len) caches[r]->len = pos[r] + 1;
 
     if (!logits) return;
-    int first = all_logits ? 0 : R - 1, n = R - first;
-    ops->rmsnorm(s->xb, s->x + (size_t)first * C, e->rms_final, n, C, c->norm_eps);
-    ops->matmul(s->logits, s->xb, &e->wcls, n, s->matmul_scratch); // (n, V)
-    ops->download(logits, s->logits, (size_t)n * c->vocab_size * sizeof(float));
+    // The head over HEAD_ROWS rows at a time, each slice downloaded as it is done: the backend
+    // holds (HEAD_ROWS, V) logits, not (R, V) (at V = 262144 a 512-row prefill would take 512 MiB).
+    int first = all_logits ? 0 : R - 1, V = c->vocab_size;
+    for (int r0 = first; r0 < R; r0 += HEAD_ROWS) {
+        int n = R - r0 < HEAD_ROWS ? R - r0 : HEAD_ROWS;
+        ops->rmsnorm(s->xb, s->x + (size_t)r0 * C, e->rms_final, n, C, c->norm_eps);
+        ops->matmul(s->logits, s->xb, &e->wcls, n, s->matmul_scratch); // (n, V)
+        ops->download(logits + (size_t)(r0 - first) * V, s->logits, (size_t)n * V * sizeof(float));
+    }
 }

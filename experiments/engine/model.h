@@ -4,6 +4,11 @@
 //   tokens -> embedding -> L x [ RMSNorm -> attention (RoPE, MHA/GQA/MQA/MLA, CLA, window, sinks)
 //                                -> + RMSNorm -> SwiGLU MLP -> + ] -> RMSNorm -> output head -> logits
 //
+// Gemma 3 (Config.arch, arch.h) runs through the same pass with its options: the embedding
+// scaled by sqrt(C), QK-norm (each head's q and k RMS-normed with gains shared by the heads,
+// before RoPE), NEOX RoPE pairs, local and global layers with their own RoPE bases, GeGLU
+// (tanh-GELU), and RMSNorms on each block's output before the residual add.
+//
 // MLA (DeepSeek-V2, kv_lora_rank = d_c > 0): keys and values come from a latent
 // c_kv = W_dkv h (d_c); per head k_C = W_uk c_kv and v = W_uv c_kv (hd each); a decoupled RoPE
 // key k_R = RoPE(W_kr h) (d_r = rope_dim) is shared by all heads; the query of a head is
@@ -34,6 +39,9 @@
 #include "ops.h"
 #include "rope.h"
 
+// The architectures the lab runs, one tensor table each (arch.c).
+typedef enum { ARCH_LLAMA = 0, ARCH_GEMMA3, ARCH_COUNT } ArchId;
+
 typedef struct {
     int dim;             // C: residual stream width
     int hidden_dim;      // H: SwiGLU hidden width
@@ -57,6 +65,12 @@ typedef struct {
     // local (window, n_sink) otherwise. Gemma 3 270M: k = 6, five local layers to one global.
     int global_every;
     float rope_theta_global; // global layers' RoPE base (Gemma 3: 1e6); 0 = rope.theta
+    // The architecture (arch.h): its table says which tensors a model has, and the forward
+    // applies those it finds (QK-norm, post-norms); these options say how it runs the rest.
+    ArchId arch;           // ARCH_LLAMA (0) or ARCH_GEMMA3
+    float embed_scale;     // embedding rows times this (Gemma: sqrt(dim)); 0: none
+    RopeStyle rope_style;  // NORM (Llama) or NEOX (Gemma) pairs (ops.h)
+    GluAct ffn_act;        // the gate's activation: SiLU (Llama) or tanh-GELU (Gemma)
 } Config;
 
 // One layer's attention, as the config gives it.
@@ -99,6 +113,10 @@ typedef struct {
     float *w3;              // (L, H, C) up
     float *rms_final;       // (C)
     float *wcls;            // (V, C); points at token_embedding when tied
+    // Gemma 3's (NULL in a Llama): QK-norm gains shared by the heads, and the norms of each
+    // block's output before its residual add
+    float *rms_q, *rms_k;               // (L, hd)
+    float *rms_post_att, *rms_post_ffn; // (L, C)
 } Weights;
 
 struct QuantWeights; // quant_weights.h
@@ -161,6 +179,8 @@ double model_forward_flops_expanded(const Config *c, int n_new, int n_past, int 
 // reads those of the layer before it that has them.
 typedef struct {
     const float *rms_att, *rms_ffn; // (C)
+    const float *rms_q, *rms_k;     // (hd) QK-norm gains, or NULL: no QK-norm
+    const float *rms_post_att, *rms_post_ffn; // (C) the blocks' output norms, or NULL: none
     Tensor wq;                      // (n_heads * qk, C)
     Tensor wk, wv;                  // (n_kv * hd, C)
     Tensor wo;                      // (C, n_heads * hd)
@@ -174,6 +194,9 @@ typedef struct {
     Tensor w2;                      // (C, H) down
 } LayerWeights;
 
+// Rows the output head takes at a time (engine_forward downloads each slice of logits).
+#define HEAD_ROWS 16
+
 // Scratch for a forward over up to max_rows rows whose caches hold up to max_keys
 // positions, in backend memory unless marked host. Allocated once: a step allocates nothing.
 typedef struct {
@@ -185,8 +208,9 @@ typedef struct {
     float *att;        // (R, n_heads * hd) attention output
     float *proj;       // (R, C)
     float *hb, *hb2;   // (R, H) gate, up
-    float *logits;     // (R, V)
-    float *logits_host; // host (R, V): a batched step's logits before they go to each session
+    float *logits;     // (min(R, HEAD_ROWS), V): the head runs over HEAD_ROWS rows at a time
+    float *logits_host; // host (logits_host_rows, V): engine_logits_host's buffer, grown on demand
+    int logits_host_rows;
     void *matmul_scratch;
     void *attn_scratch;
     size_t attn_scratch_bytes;
@@ -239,6 +263,10 @@ void engine_open(Engine *e, const Model *m, const Ops *ops, DType dtype, int max
 void engine_close(Engine *e);
 // Backend bytes of the weights as the forward reads them.
 size_t engine_weight_bytes(const Engine *e);
+// A host buffer for R rows of logits (R, V), the engine's own: a batched step's logits before
+// they go to each session. Grown when R exceeds every earlier request, so steady decoding
+// allocates nothing.
+float *engine_logits_host(Engine *e, int R);
 // The matrix of kind s (arch.h) that layer l's forward reads (an empty Tensor where the layer
 // has none, as a CLA layer without keys and values of its own); s per layer and placed.
 const Tensor *engine_layer_matrix(const Engine *e, int l, const struct TensorSpec *s);

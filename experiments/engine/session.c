@@ -145,7 +145,7 @@ int session_decode_batch(Session *const *ss, const int *tokens, int B, Error *er
         caches[b] = &ss[b]->cache;
         pos[b] = ss[b]->cache.len;
     }
-    float *logits = B == 1 ? ss[0]->logits : e->s.logits_host;
+    float *logits = B == 1 ? ss[0]->logits : engine_logits_host(e, B);
     engine_forward(e, caches, tokens, pos, B, logits, 1);
     if (B > 1)
         for (int b = 0; b < B; b++) memcpy(ss[b]->logits, logits + (size_t)b * V, (size_t)V * sizeof(float));

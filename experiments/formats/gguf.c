@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "arch.h"
 #include "quant.h"
@@ -710,6 +711,7 @@ static ModelTensor *model_tensor_list(const Model *m, size_t *n) {
 }
 
 static void config_to_gguf(GGUFWriter *w, const Config *c) {
+    if (c->arch != ARCH_LLAMA) die("gguf: writing %s checkpoints is not implemented (the lab reads them)", model_arch(c)->name);
     gguf_set_u32(w, "llama.context_length", (uint32_t)c->seq_len);
     gguf_set_u32(w, "llama.embedding_length", (uint32_t)c->dim);
     gguf_set_u32(w, "llama.feed_forward_length", (uint32_t)c->hidden_dim);
@@ -945,8 +947,16 @@ static int opt_float(const GGUFFile *g, const char *key, float *out, Error *err)
     return 0;
 }
 
-static int opt_rope_scaling(const GGUFFile *g, RopeScaling *out, Error *err) {
-    const char *key = "llama.rope.scaling.type";
+// "<arch>.<suffix>" into buf: the architecture's own key (llama.cpp prefixes every
+// hyperparameter with general.architecture).
+static const char *arch_key(char *buf, size_t n, const char *arch, const char *suffix) {
+    snprintf(buf, n, "%s.%s", arch, suffix);
+    return buf;
+}
+
+static int opt_rope_scaling(const GGUFFile *g, const char *arch, RopeScaling *out, Error *err) {
+    char key[96];
+    arch_key(key, sizeof key, arch, "rope.scaling.type");
     GGUFString s;
     if (!gguf_find_kv(g, key)) return 0;
     if (gguf_get_string(g, key, &s, err)) return -1;
@@ -960,18 +970,40 @@ static int opt_rope_scaling(const GGUFFile *g, RopeScaling *out, Error *err) {
     return 0;
 }
 
+// Gemma 3's options (src/models/gemma3.cpp in llama.cpp): local layers (window sliding_window)
+// five to one global (llama.cpp's fixed pattern of 6), local RoPE base rope.freq_base_swa
+// (default 10000), global rope.freq_base; the embedding times sqrt(C), NEOX pairs, GeGLU.
+static int gemma3_options(const GGUFFile *g, Config *c, Error *err) {
+    char key[96];
+    float base_swa = 10000.0f;
+    if (opt_float(g, arch_key(key, sizeof key, "gemma3", "rope.freq_base_swa"), &base_swa, err)) return -1;
+    if (c->window > 0) {
+        c->global_every = 6;
+        c->rope_theta_global = c->rope.theta;
+        c->rope.theta = base_swa;
+    }
+    c->embed_scale = sqrtf((float)c->dim);
+    c->rope_style = ROPE_STYLE_NEOX;
+    c->ffn_act = GLU_GELU_TANH;
+    return 0;
+}
+
 static int config_from_gguf(const GGUFFile *g, Config *c, Error *err) {
-    GGUFString arch;
-    if (gguf_get_string(g, "general.architecture", &arch, err)) return -1;
-    if (!string_is(arch, "llama"))
-        return error_set(err, "%s: architecture '%.*s' is not supported (expected 'llama')", g->path,
-                         (int)(arch.len < 40 ? arch.len : 40), (const char *)arch.bytes);
+    GGUFString arch_name;
+    if (gguf_get_string(g, "general.architecture", &arch_name, err)) return -1;
     *c = config_default();
-    if (key_int(g, "llama.context_length", 1, &c->seq_len, err) ||
-        key_int(g, "llama.embedding_length", 1, &c->dim, err) ||
-        key_int(g, "llama.feed_forward_length", 1, &c->hidden_dim, err) ||
-        key_int(g, "llama.block_count", 1, &c->n_layers, err) ||
-        key_int(g, "llama.attention.head_count", 1, &c->n_heads, err))
+    const Arch *arch = arch_by_name((const char *)arch_name.bytes, arch_name.len, &c->arch);
+    if (!arch)
+        return error_set(err, "%s: architecture '%.*s' is not supported (the lab runs 'llama' and 'gemma3')", g->path,
+                         (int)(arch_name.len < 40 ? arch_name.len : 40), (const char *)arch_name.bytes);
+    const char *a = arch->name;
+    char key[96];
+#define KEY(suffix) arch_key(key, sizeof key, a, suffix)
+    if (key_int(g, KEY("context_length"), 1, &c->seq_len, err) ||
+        key_int(g, KEY("embedding_length"), 1, &c->dim, err) ||
+        key_int(g, KEY("feed_forward_length"), 1, &c->hidden_dim, err) ||
+        key_int(g, KEY("block_count"), 1, &c->n_layers, err) ||
+        key_int(g, KEY("attention.head_count"), 1, &c->n_heads, err))
         return -1;
     c->n_kv_heads = c->n_heads;
     c->head_dim = c->dim / c->n_heads;
@@ -979,25 +1011,27 @@ static int config_from_gguf(const GGUFFile *g, Config *c, Error *err) {
     const GGUFTensor *embd = gguf_find_tensor(g, "token_embd.weight");
     c->vocab_size = embd && embd->dims[1] <= INT_MAX ? (int)embd->dims[1] : 0;
     int key_length = -1, value_length = -1, rope_dims = -1, tied = -1;
-    if (opt_int(g, "llama.attention.head_count_kv", 1, &c->n_kv_heads, err) ||
-        opt_int(g, "llama.attention.key_length", 1, &key_length, err) ||
-        opt_int(g, "llama.attention.value_length", 1, &value_length, err) ||
-        opt_int(g, "llama.rope.dimension_count", 1, &rope_dims, err) ||
-        opt_int(g, "llama.attention.kv_lora_rank", 0, &c->kv_lora_rank, err) ||
+    if (opt_int(g, KEY("attention.head_count_kv"), 1, &c->n_kv_heads, err) ||
+        opt_int(g, KEY("attention.key_length"), 1, &key_length, err) ||
+        opt_int(g, KEY("attention.value_length"), 1, &value_length, err) ||
+        opt_int(g, KEY("rope.dimension_count"), 1, &rope_dims, err) ||
+        opt_int(g, KEY("attention.kv_lora_rank"), 0, &c->kv_lora_rank, err) ||
         opt_int(g, "inferlab.attention.kv_share", 1, &c->kv_share, err) ||
         opt_int(g, "inferlab.attention.global_every", 0, &c->global_every, err) ||
         opt_float(g, "inferlab.rope.freq_base_global", &c->rope_theta_global, err) ||
-        opt_int(g, "llama.vocab_size", 1, &c->vocab_size, err) ||
-        opt_int(g, "llama.rope.scaling.original_context_length", 0, &c->rope.orig_ctx, err) ||
-        opt_int(g, "llama.attention.sliding_window", 0, &c->window, err) ||
+        opt_int(g, KEY("vocab_size"), 1, &c->vocab_size, err) ||
+        opt_int(g, KEY("rope.scaling.original_context_length"), 0, &c->rope.orig_ctx, err) ||
+        opt_int(g, KEY("attention.sliding_window"), 0, &c->window, err) ||
         opt_int(g, "inferlab.attention.n_sink", 0, &c->n_sink, err) ||
-        opt_float(g, "llama.attention.layer_norm_rms_epsilon", &c->norm_eps, err) ||
-        opt_float(g, "llama.rope.freq_base", &c->rope.theta, err) ||
-        opt_float(g, "llama.rope.scaling.factor", &c->rope.factor, err) ||
-        opt_float(g, "llama.rope.scaling.yarn_beta_fast", &c->rope.beta_fast, err) ||
-        opt_float(g, "llama.rope.scaling.yarn_beta_slow", &c->rope.beta_slow, err) ||
-        opt_rope_scaling(g, &c->rope.scaling, err))
+        opt_float(g, KEY("attention.layer_norm_rms_epsilon"), &c->norm_eps, err) ||
+        opt_float(g, KEY("rope.freq_base"), &c->rope.theta, err) ||
+        opt_float(g, KEY("rope.scaling.factor"), &c->rope.factor, err) ||
+        opt_float(g, KEY("rope.scaling.yarn_beta_fast"), &c->rope.beta_fast, err) ||
+        opt_float(g, KEY("rope.scaling.yarn_beta_slow"), &c->rope.beta_slow, err) ||
+        opt_rope_scaling(g, a, &c->rope.scaling, err))
         return -1;
+#undef KEY
+    if (c->arch == ARCH_GEMMA3 && gemma3_options(g, c, err)) return -1;
     if (c->kv_lora_rank) { // MLA: keys [k_C (value_length); k_R (rope dims)]
         if (value_length < 0 || rope_dims < 0 || key_length != value_length + rope_dims)
             return error_set(err, "%s: MLA needs value_length + rope.dimension_count = key_length", g->path);
@@ -1205,6 +1239,17 @@ static int tokenizer_from_gguf(const GGUFFile *g, int vocab_size, Tokenizer *tok
     return rc;
 }
 
+// The loaded model holds every weight as fp32 (and the quantised tensors beside them) while the
+// file is in memory: refuse, naming the sizes, a model that cannot fit in this machine's RAM.
+static int check_host_memory(const GGUFFile *g, const Config *c, Error *err) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double need = (double)model_param_count(c) * sizeof(float) + 2.0 * (double)g->size, have = (double)pages * page;
+    if (pages > 0 && page > 0 && need > have)
+        return error_set(err, "%s: the model needs %.1f GiB of memory (its weights as fp32 beside the file's), "
+                         "more than this machine's %.1f GiB", g->path, need / (1 << 30), have / (1 << 30));
+    return 0;
+}
+
 int model_load_gguf(const char *path, Model *m, Tokenizer *tok, Error *err) {
     GGUFFile g;
     if (gguf_open(&g, path, err)) return -1;
@@ -1215,6 +1260,7 @@ int model_load_gguf(const char *path, Model *m, Tokenizer *tok, Error *err) {
     if (rc == 0 && model_param_count(&c) > g.size * 2)
         rc = error_set(err, "%s: the config needs %zu parameters, more than the file (%zu bytes) holds", path,
                        model_param_count(&c), g.size);
+    if (rc == 0) rc = check_host_memory(&g, &c, err);
     if (rc == 0) {
         model_alloc(m, &c);
         rc = weights_from_gguf(&g, m, err);

@@ -265,7 +265,7 @@ static double execute(Server *s, int *next) {
             seconds += s->cost->forward_s(s->cost->ctx, R, keys);
             continue;
         }
-        float *logits = s->e->s.logits_host; // (R, V)
+        float *logits = engine_logits_host(s->e, R); // (R, V)
         double t0 = now_seconds();
         engine_forward(s->e, caches, tokens, pos, R, logits, 1);
         seconds += now_seconds() - t0;

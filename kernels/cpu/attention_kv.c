@@ -78,7 +78,7 @@ static void attend_one(float *out, const float *q, const HeadRows *kv, int p, KV
     const float *qs = q;
     if (s->cache_positions && vis.evicted > 0 && vis.n_sinks > 0) {
         memcpy(q_sink, q, hd * sizeof(float));
-        rope_rotate(q_sink, 1, hd, -vis.evicted, s->inv_freq, 1.0f);
+        rope_rotate(q_sink, 1, hd, -vis.evicted, s->inv_freq, 1.0f, ROPE_STYLE_NORM);
         qs = q_sink;
     }
     for (int i = 0; i < vis.count; i++)

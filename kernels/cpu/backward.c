@@ -71,10 +71,10 @@ static void rope_rows(float *x, int N, int T, int n_heads, int hd, int rot_dim, 
                       int sign) {
     PARALLEL_FOR((double)N * n_heads * hd, schedule(static), for (int r = 0; r < N; r++) {
         float *row = x + (size_t)r * n_heads * hd;
-        if (rot_dim == hd) rope_rotate(row, n_heads, hd, sign * (r % T), inv_freq, mscale);
+        if (rot_dim == hd) rope_rotate(row, n_heads, hd, sign * (r % T), inv_freq, mscale, ROPE_STYLE_NORM);
         else
             for (int h = 0; h < n_heads; h++)
-                rope_rotate(row + (size_t)h * hd + hd - rot_dim, 1, rot_dim, sign * (r % T), inv_freq, mscale);
+                rope_rotate(row + (size_t)h * hd + hd - rot_dim, 1, rot_dim, sign * (r % T), inv_freq, mscale, ROPE_STYLE_NORM);
     });
 }
 

@@ -7,8 +7,11 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
+#include <stdint.h>
 
 #include "parallel.h"
+#include "quant.h" // fp16 <-> fp32
 #include "vec.h"
 
 void kernels_set_threads(int n) {
@@ -59,9 +62,9 @@ void rmsnorm(float *out, const float *x, const float *weight, int T, int C, floa
     PARALLEL_FOR((double)T * C, schedule(static), for (int t = 0; t < T; t++) {
         const float *xt = x + (size_t)t * C;
         float *ot = out + (size_t)t * C;
-        float ss = 0.0f;
-        for (int i = 0; i < C; i++) ss += xt[i] * xt[i];
-        float inv = 1.0f / sqrtf(ss / C + eps);
+        double ss = 0.0; // squares in fp32, summed in double: ggml's rounding, so logits match llama.cpp's
+        for (int i = 0; i < C; i++) ss += (double)(xt[i] * xt[i]);
+        float inv = 1.0f / sqrtf((float)(ss / C) + eps);
         for (int i = 0; i < C; i++) ot[i] = xt[i] * inv * weight[i];
     });
 }
@@ -84,15 +87,17 @@ void softmax_rows(float *x, int rows, int n, float *lse) {
     PARALLEL_FOR((double)rows * n, schedule(static), for (int r = 0; r < rows; r++) softmax_row(x, n, lse, r););
 }
 
-void rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *inv_freq, float mscale) {
-    for (int i = 0; i < head_dim / 2; i++) {
+void rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *inv_freq, float mscale, RopeStyle style) {
+    int half = head_dim / 2;
+    for (int i = 0; i < half; i++) {
         float angle = pos * inv_freq[i];
         float c = cosf(angle) * mscale, s = sinf(angle) * mscale;
+        int ia = style == ROPE_STYLE_NEOX ? i : 2 * i, ib = style == ROPE_STYLE_NEOX ? i + half : 2 * i + 1;
         for (int h = 0; h < n_heads; h++) {
-            float *pair = x + h * head_dim + 2 * i;
-            float a = pair[0], b = pair[1];
-            pair[0] = a * c - b * s;
-            pair[1] = a * s + b * c;
+            float *head = x + h * head_dim;
+            float a = head[ia], b = head[ib];
+            head[ia] = a * c - b * s;
+            head[ib] = a * s + b * c;
         }
     }
 }
@@ -105,6 +110,29 @@ void swiglu(float *out, const float *gate, const float *up, int T, int H) {
         vf g = vf_load_lanes(gate + j, lanes);
         vf_store_lanes(out + j, g * vf_sigmoid(g) * vf_load_lanes(up + j, lanes), lanes);
     });
+}
+
+// GELU's tanh form for every half-precision input, rounded to half: ggml's table.
+static uint16_t gelu_table[1 << 16];
+static pthread_once_t gelu_table_once = PTHREAD_ONCE_INIT;
+
+static void gelu_table_fill(void) {
+    for (uint32_t h = 0; h < (1u << 16); h++) {
+        float g = fp16_to_fp32((uint16_t)h);
+        gelu_table[h] = fp32_to_fp16(0.5f * g * (1.0f + tanhf(0.79788456080286535587989211986876f * g * (1.0f + 0.044715f * g * g))));
+    }
+}
+
+static inline float gelu_tanh_f16(float g) {
+    if (g <= -10.0f) return 0.0f;
+    if (g >= 10.0f) return g;
+    return fp16_to_fp32(gelu_table[fp32_to_fp16(g)]);
+}
+
+void geglu_tanh(float *out, const float *gate, const float *up, int T, int H) {
+    pthread_once(&gelu_table_once, gelu_table_fill);
+    size_t n = (size_t)T * H;
+    PARALLEL_FOR((double)n, schedule(static), for (size_t i = 0; i < n; i++) out[i] = gelu_tanh_f16(gate[i]) * up[i];);
 }
 
 void swiglu_backward(float *d_gate, float *d_up, const float *d_out, const float *gate, const float *up,

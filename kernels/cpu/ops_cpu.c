@@ -46,6 +46,10 @@ static void cpu_add(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
+static void cpu_scale(float *x, float a, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] *= a;
+}
+
 static void cpu_embedding(float *out, const Tensor *table, const int *tokens, int R) {
     if (table->dtype != DTYPE_F32 && !dtype_is_quantized(table->dtype))
         die("cpu embedding: %s tables are not supported", dtype_name(table->dtype));
@@ -58,16 +62,21 @@ static void cpu_embedding(float *out, const Tensor *table, const int *tokens, in
 }
 
 static void cpu_rope(float *x, int R, int n_heads, int head_dim, int rot_dim, const int *pos, const float *inv_freq,
-                     float mscale) {
+                     float mscale, RopeStyle style) {
     for (int r = 0; r < R; r++) {
         float *row = x + (size_t)r * n_heads * head_dim;
         if (rot_dim == head_dim) {
-            rope_rotate(row, n_heads, head_dim, pos[r], inv_freq, mscale);
+            rope_rotate(row, n_heads, head_dim, pos[r], inv_freq, mscale, style);
             continue;
         }
         for (int h = 0; h < n_heads; h++) // the last rot_dim dims of each head
-            rope_rotate(row + (size_t)h * head_dim + head_dim - rot_dim, 1, rot_dim, pos[r], inv_freq, mscale);
+            rope_rotate(row + (size_t)h * head_dim + head_dim - rot_dim, 1, rot_dim, pos[r], inv_freq, mscale, style);
     }
+}
+
+static void cpu_glu(float *out, const float *gate, const float *up, int R, int H, GluAct act) {
+    if (act == GLU_GELU_TANH) geglu_tanh(out, gate, up, R, H);
+    else swiglu(out, gate, up, R, H);
 }
 
 // One row of an int8 cache: each of the n_scales heads' slices quantised with its own scale.
@@ -118,8 +127,9 @@ static const Ops CPU_OPS = {
     .matmul = cpu_matmul,
     .matmul_scratch_bytes = matmul_typed_scratch_bytes,
     .rmsnorm = rmsnorm,
-    .swiglu = swiglu,
+    .glu = cpu_glu,
     .add = cpu_add,
+    .scale = cpu_scale,
     .embedding = cpu_embedding,
     .rope = cpu_rope,
     .kv_write = cpu_kv_write,

@@ -38,13 +38,16 @@ void ref_softmax_rows(float *x, int rows, int n, float *lse) {
     }
 }
 
-void ref_rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *inv_freq, float mscale) {
+void ref_rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *inv_freq, float mscale, RopeStyle style) {
+    int half = head_dim / 2;
     for (int h = 0; h < n_heads; h++)
-        for (int i = 0; i < head_dim / 2; i++) {
+        for (int i = 0; i < half; i++) {
             double angle = (double)pos * inv_freq[i];
-            double a = x[h * head_dim + 2 * i], b = x[h * head_dim + 2 * i + 1];
-            x[h * head_dim + 2 * i] = (float)(mscale * (a * cos(angle) - b * sin(angle)));
-            x[h * head_dim + 2 * i + 1] = (float)(mscale * (a * sin(angle) + b * cos(angle)));
+            float *a_at = x + h * head_dim + (style == ROPE_STYLE_NEOX ? i : 2 * i);
+            float *b_at = style == ROPE_STYLE_NEOX ? a_at + half : a_at + 1;
+            double a = *a_at, b = *b_at;
+            *a_at = (float)(mscale * (a * cos(angle) - b * sin(angle)));
+            *b_at = (float)(mscale * (a * sin(angle) + b * cos(angle)));
         }
 }
 
@@ -52,6 +55,13 @@ void ref_swiglu(float *out, const float *gate, const float *up, int T, int H) {
     for (size_t i = 0; i < (size_t)T * H; i++) {
         double g = gate[i];
         out[i] = (float)(g / (1.0 + exp(-g)) * up[i]);
+    }
+}
+
+void ref_geglu_tanh(float *out, const float *gate, const float *up, int T, int H) {
+    for (size_t i = 0; i < (size_t)T * H; i++) {
+        double g = gate[i];
+        out[i] = (float)(0.5 * g * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (g + 0.044715 * g * g * g))) * up[i]);
     }
 }
 
@@ -143,7 +153,7 @@ static void ref_rope_rows(float *x, int N, int T, int n_heads, int head_dim, int
     for (int r = 0; r < N; r++)
         for (int h = 0; h < n_heads; h++)
             ref_rope_rotate(x + ((size_t)r * n_heads + h) * head_dim + head_dim - rot_dim, 1, rot_dim, sign * (r % T),
-                            inv_freq, mscale);
+                            inv_freq, mscale, ROPE_STYLE_NORM);
 }
 
 void ref_rope_forward(float *x, int N, int T, int n_heads, int head_dim, int rot_dim, const float *inv_freq,

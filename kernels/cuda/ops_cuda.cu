@@ -60,8 +60,9 @@ static Ops make_cuda_ops(void) {
     o.matmul = gpu_matmul;
     o.matmul_scratch_bytes = gpu_matmul_scratch_bytes;
     o.rmsnorm = cuda_rmsnorm;
-    o.swiglu = cuda_swiglu;
+    o.glu = cuda_glu;
     o.add = cuda_add;
+    o.scale = cuda_scale;
     o.embedding = gpu_embedding;
     o.rope = cuda_rope;
     o.kv_write = gpu_kv_write;

@@ -1,5 +1,5 @@
 // pointwise.cu: the transformer's row and elementwise kernels on the GPU (see kernels_cuda.h):
-// RMSNorm, softmax, SwiGLU, residual add, RoPE, embedding lookup and argmax. Each mirrors
+// RMSNorm, softmax, SwiGLU / GeGLU, residual add, RoPE, embedding lookup and argmax. Each mirrors
 // its CPU twin in kernels/cpu/kernels.c operation for operation, in fp32, so the two agree
 // to rounding.
 #include "cuda_common.h"
@@ -77,17 +77,26 @@ void cuda_softmax_rows(float *x, int rows, int n) { softmax_rows_launch(x, x, DT
 
 // ---- elementwise ------------------------------------------------------------------------------
 
-__global__ void swiglu_kernel(float *out, const float *gate, const float *up, size_t n) {
+// GeGLU's GELU as the CPU's table gives it (kernels.h geglu_tanh): the gate and the result
+// rounded to half, to nearest even, beyond +-10 the identity or 0.
+__device__ float gelu_tanh_f16(float g) {
+    if (g <= -10.0f) return 0.0f;
+    if (g >= 10.0f) return g;
+    float h = __half2float(__float2half_rn(g));
+    return __half2float(__float2half_rn(0.5f * h * (1.0f + tanhf(0.79788456080286535587989211986876f * h * (1.0f + 0.044715f * h * h)))));
+}
+
+__global__ void glu_kernel(float *out, const float *gate, const float *up, size_t n, GluAct act) {
     GRID_STRIDE_LOOP(i, n) {
         float g = gate[i];
-        out[i] = g / (1.0f + expf(-g)) * up[i];
+        out[i] = (act == GLU_GELU_TANH ? gelu_tanh_f16(g) : g / (1.0f + expf(-g))) * up[i];
     }
 }
 
-void cuda_swiglu(float *out, const float *gate, const float *up, int T, int H) {
+void cuda_glu(float *out, const float *gate, const float *up, int T, int H, GluAct act) {
     size_t n = (size_t)T * H;
     if (n == 0) return;
-    swiglu_kernel<<<elementwise_blocks(n), 256>>>(out, gate, up, n);
+    glu_kernel<<<elementwise_blocks(n), 256>>>(out, gate, up, n, act);
     cudaCheckLaunch();
 }
 
@@ -101,10 +110,20 @@ void cuda_add(float *x, const float *y, size_t n) {
     cudaCheckLaunch();
 }
 
+__global__ void scale_kernel(float *x, float a, size_t n) {
+    GRID_STRIDE_LOOP(i, n) x[i] *= a;
+}
+
+void cuda_scale(float *x, float a, size_t n) {
+    if (n == 0) return;
+    scale_kernel<<<elementwise_blocks(n), 256>>>(x, a, n);
+    cudaCheckLaunch();
+}
+
 // ---- RoPE: one thread per rotated pair --------------------------------------------------------
 
 __global__ void rope_kernel(float *x, int R, int n_heads, int head_dim, int rot_dim, const int *pos,
-                            const float *inv_freq, float mscale) {
+                            const float *inv_freq, float mscale, RopeStyle style) {
     int half = rot_dim / 2;
     size_t n = (size_t)R * n_heads * half;
     GRID_STRIDE_LOOP(idx, n) {
@@ -113,18 +132,19 @@ __global__ void rope_kernel(float *x, int R, int n_heads, int head_dim, int rot_
         int r = (int)(rh / n_heads);
         float angle = (float)pos[r] * inv_freq[i]; // as the CPU rounds it: int * float in fp32
         float c = cosf(angle) * mscale, s = sinf(angle) * mscale;
-        float *pair = x + rh * head_dim + (head_dim - rot_dim) + 2 * i;
-        float a = pair[0], b = pair[1];
-        pair[0] = a * c - b * s;
-        pair[1] = a * s + b * c;
+        float *part = x + rh * head_dim + (head_dim - rot_dim);
+        float *pa = part + (style == ROPE_STYLE_NEOX ? i : 2 * i), *pb = style == ROPE_STYLE_NEOX ? pa + half : pa + 1;
+        float a = *pa, b = *pb;
+        *pa = a * c - b * s;
+        *pb = a * s + b * c;
     }
 }
 
 void cuda_rope(float *x, int R, int n_heads, int head_dim, int rot_dim, const int *pos, const float *inv_freq,
-               float mscale) {
+               float mscale, RopeStyle style) {
     size_t n = (size_t)R * n_heads * (rot_dim / 2);
     if (n == 0) return;
-    rope_kernel<<<elementwise_blocks(n), 256>>>(x, R, n_heads, head_dim, rot_dim, pos, inv_freq, mscale);
+    rope_kernel<<<elementwise_blocks(n), 256>>>(x, R, n_heads, head_dim, rot_dim, pos, inv_freq, mscale, style);
     cudaCheckLaunch();
 }
 
