@@ -81,6 +81,8 @@ int train_config_validate(const TrainConfig *tc, const Config *c, char *why, siz
         bad = "adam_eps and init_std must be > 0, grad_clip >= 0";
     else if (tc->eval_passkeys < 0) bad = "eval_passkeys must be >= 0";
     else if (c->global_every) bad = "the trainer's forward has one attention for every layer (no local / global layers)";
+    else if (c->arch != ARCH_LLAMA || c->embed_scale || c->rope_style != ROPE_STYLE_NORM || c->ffn_act != GLU_SILU)
+        bad = "the trainer trains Llamas (no Gemma 3 tensors or options: embedding scale, NEOX RoPE, GeGLU)";
     else bad = phases_invalid(tc);
     if (bad && why) snprintf(why, why_len, "%s", bad);
     return bad == NULL;
