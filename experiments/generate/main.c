@@ -25,10 +25,12 @@
 //   bin/generate --model out/models/full/target.gguf --perplexity out/models/full/validation.txt
 //
 // --perplexity FILE scores FILE instead of generating, as llama.cpp's llama-perplexity does
-// (same number, so the two can be compared): BOS + FILE's tokens cut into chunks of --ctx
-// tokens (default the model's context; the tail that fills no chunk is dropped), the first
-// token of each chunk replaced by BOS, and the mean negative log-likelihood of the tokens of
-// each chunk's second half (after ctx / 2 positions); prints PPL = exp(that mean).
+// (same number, so the two can be compared; tests/fixtures/real/README.md): FILE less one
+// trailing newline, tokenized whole (BOS first where the model adds one), cut into chunks of
+// --ctx tokens (default the model's context; the tail that fills no chunk is dropped; --chunks N
+// scores the first N), the first token of each chunk replaced by BOS where the model adds one,
+// and the mean negative log-likelihood of the tokens of each chunk's second half (after ctx / 2
+// positions); prints the running PPL = exp(that mean) after each chunk, then the last.
 #include <float.h>
 #include <limits.h>
 #include <math.h>
@@ -52,7 +54,7 @@ static double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequ
 static uint64_t seed;
 static int ignore_eos;
 static const char *perplexity_path;
-static long ppl_ctx;
+static long ppl_ctx, ppl_chunks;
 
 // The defaults are sampler_params_default's; the sampler checks the open ends of the ranges.
 static const LabOption OPTIONS[] = {
@@ -90,6 +92,9 @@ static const LabOption OPTIONS[] = {
      .help = "score FILE as llama-perplexity does instead of generating"},
     {.name = "ctx", .kind = LAB_INT, .value = &ppl_ctx, .arg = "N",
      .help = "--perplexity's chunk length (0 = the model's context)", .def = "0", .min = 0, .max = INT_MAX},
+    {.name = "chunks", .kind = LAB_INT, .value = &ppl_chunks, .arg = "N",
+     .help = "--perplexity scores the first N chunks only (0 = all), as llama-perplexity's --chunks", .def = "0",
+     .min = 0, .max = INT_MAX},
     {.name = "rope-factor", .kind = LAB_DOUBLE, .value = &rope_factor, .arg = "S",
      .help = "--rope-scaling's factor: the context becomes S x the one trained", .def = "1", .min = 1, .max = 1024},
     {0},
@@ -126,7 +131,7 @@ typedef struct {
 static int print_token(void *ctx, int next) {
     Printer *p = ctx;
     const Tokenizer *tok = p->tok;
-    bool end = next == tok->eos_id || (tok->kind == TOKENIZER_LLAMA2C && next == tok->bos_id);
+    bool end = tokenizer_is_eog(tok, next) || (tok->kind == TOKENIZER_LLAMA2C && next == tok->bos_id);
     if (!ignore_eos && end) return 1;
     print_piece(tok, p->tokens[p->n - 1], next);
     fflush(stdout);
@@ -259,21 +264,26 @@ static unsigned char *read_whole_file(const char *path, size_t *len) {
     return buf;
 }
 
-// -log softmax(logits)[target], in double.
+// -log softmax(logits)[target] as llama-perplexity computes it: the max in float, each
+// exp in float, their sum in double.
 static double token_nll(const float *logits, int V, int target) {
     float max = logits[0];
     for (int i = 1; i < V; i++) max = logits[i] > max ? logits[i] : max;
     double sum = 0.0;
-    for (int i = 0; i < V; i++) sum += exp((double)logits[i] - max);
-    return log(sum) - ((double)logits[target] - max);
+    for (int i = 0; i < V; i++) sum += expf(logits[i] - max);
+    return -((double)(logits[target] - max) - log(sum));
 }
 
-// --perplexity (see the header): prints the chunk count and PPL.
+#define PPL_SLICE 16 // rows of logits held at a time: (16, V), not (ctx, V)
+
+// --perplexity (see the header): prints the running estimate after each chunk, as
+// llama-perplexity does ("[1]x,[2]y,..."), then the chunk count and PPL.
 static void perplexity(Model *m, const Tokenizer *tok) {
     size_t len;
     unsigned char *text = read_whole_file(perplexity_path, &len);
+    if (len > 0 && text[len - 1] == '\n') len--; // llama.cpp's -f drops one trailing newline
     int *tokens = mallocCheck(tokenizer_max_tokens(len) * sizeof(int));
-    size_t n = tokenizer_encode(tok, text, len, true, false, tokens);
+    size_t n = tokenizer_encode(tok, text, len, tok->add_bos, false, tokens);
     int ctx = ppl_ctx > 0 ? (int)ppl_ctx : m->config.seq_len, V = m->config.vocab_size, first = ctx / 2;
     if (ctx > m->config.seq_len) die("--ctx %d exceeds the model's context of %d tokens", ctx, m->config.seq_len);
     if (ctx < 2 || n < 2 * (size_t)ctx)
@@ -283,19 +293,28 @@ static void perplexity(Model *m, const Tokenizer *tok) {
     Error err;
     engine_open(&e, m, ops_cpu(), DTYPE_F32, ctx < 512 ? ctx : 512, ctx);
     session_open(&s, &e, ctx);
-    float *logits = mallocCheck((size_t)ctx * V * sizeof(float)); // (ctx, V)
+    float *logits = mallocCheck((size_t)PPL_SLICE * V * sizeof(float)); // (PPL_SLICE, V)
     size_t n_chunks = n / (size_t)ctx;
+    if (ppl_chunks > 0 && (size_t)ppl_chunks < n_chunks) n_chunks = (size_t)ppl_chunks;
     double nll = 0.0;
     long count = 0;
     for (size_t c = 0; c < n_chunks; c++) {
         int *chunk = tokens + c * (size_t)ctx, saved = chunk[0];
-        chunk[0] = tok->bos_id;
+        if (tok->add_bos) chunk[0] = tok->bos_id; // every chunk starts as a sequence does
         session_truncate(&s, 0);
-        if (session_prefill(&s, chunk, ctx, logits, &err)) die("%s", err.msg);
+        // the first half only conditions; rows first .. ctx - 2 predict the tokens scored
+        if (session_prefill(&s, chunk, first, NULL, &err)) die("%s", err.msg);
+        for (int k0 = first; k0 < ctx; k0 += PPL_SLICE) {
+            int rows = ctx - k0 < PPL_SLICE ? ctx - k0 : PPL_SLICE;
+            if (session_prefill(&s, chunk + k0, rows, logits, &err)) die("%s", err.msg);
+            for (int k = k0; k < k0 + rows && k + 1 < ctx; k++, count++)
+                nll += token_nll(logits + (size_t)(k - k0) * V, V, chunk[k + 1]);
+        }
         chunk[0] = saved;
-        for (int k = first; k + 1 < ctx; k++, count++) nll += token_nll(logits + (size_t)k * V, V, chunk[k + 1]);
+        printf("[%zu]%.4f,", c + 1, exp(nll / count));
+        fflush(stdout);
     }
-    printf("perplexity: %s, %zu tokens with BOS, %zu chunks of %d, %ld tokens scored: PPL = %.4f (%.9g)\n",
+    printf("\nperplexity: %s, %zu tokens, %zu chunks of %d, %ld tokens scored: PPL = %.4f (%.9g)\n",
            perplexity_path, n, n_chunks, ctx, count, exp(nll / count), exp(nll / count));
     free(logits);
     session_close(&s);
@@ -335,7 +354,8 @@ static int run(LabRun *r) {
 
     size_t prompt_len = strlen(prompt);
     int *tokens = mallocCheck((tokenizer_max_tokens(prompt_len) + n_tokens + SPEC_MAX_GAMMA) * sizeof(int));
-    int n_prompt = (int)tokenizer_encode(&tok, (const unsigned char *)prompt, prompt_len, true, false, tokens);
+    int n_prompt = (int)tokenizer_encode(&tok, (const unsigned char *)prompt, prompt_len, tok.add_bos, false, tokens);
+    if (n_prompt == 0) cli_usage_error("generate", "this model adds no BOS: give a --prompt to start from");
     // The last token sampled is never fed back, so the cache needs one position less.
     long capacity = n_prompt + (n_tokens > 0 ? n_tokens - 1 : 0);
     if (capacity > c->seq_len)
