@@ -407,7 +407,19 @@ static float *rope_table(const Ops *ops, int rot, const RopeConfig *rc, float *m
     return table;
 }
 
-static void runstate_alloc(RunState *s, const Ops *ops, const Config *c, DType dtype, int max_rows, int max_keys) {
+// Matmul scratch for R rows of inputs up to cols wide: the most any matrix the engine runs needs
+// (a file's matrices may each have their own type: Gemma's Q8_K activation rows outgrow Q8_0's).
+static size_t matmul_scratch(const Engine *e, int R, int cols) {
+    size_t bytes = e->ops->matmul_scratch_bytes(e->dtype, R, cols);
+    for (int i = 0; e->quant && i < e->quant->n; i++) {
+        size_t b = e->ops->matmul_scratch_bytes(e->quant->tensors[i].dtype, R, cols);
+        bytes = b > bytes ? b : bytes;
+    }
+    return bytes;
+}
+
+static void runstate_alloc(RunState *s, const Engine *e, const Config *c, int max_rows, int max_keys) {
+    const Ops *ops = e->ops;
     size_t R = max_rows, C = c->dim, H = c->hidden_dim, Lkv = config_kv_layers(c), V = c->vocab_size;
     ModelDims d = model_dims(c);
     int mla = c->kv_lora_rank > 0;
@@ -429,7 +441,7 @@ static void runstate_alloc(RunState *s, const Ops *ops, const Config *c, DType d
     s->hb = ops->alloc(R * H * sizeof(float));
     s->hb2 = ops->alloc(R * H * sizeof(float));
     s->logits = ops->alloc((R < HEAD_ROWS ? R : HEAD_ROWS) * V * sizeof(float));
-    s->matmul_scratch = ops->alloc(ops->matmul_scratch_bytes(dtype, (int)matmul_rows, (int)widest));
+    s->matmul_scratch = ops->alloc(matmul_scratch(e, (int)matmul_rows, (int)widest));
     s->attn_scratch_bytes = ops->attention_scratch_bytes(max_keys);
     s->attn_scratch = ops->alloc(s->attn_scratch_bytes);
     s->tokens = ops->alloc(R * sizeof(int));
@@ -493,7 +505,7 @@ void engine_open(Engine *e, const Model *m, const Ops *ops, DType dtype, int max
     place_norms(e, m);
     if (m->config.kv_lora_rank) mla_prepare(e, m);
     map_layers(e, m);
-    runstate_alloc(&e->s, ops, &m->config, e->dtype, max_rows, max_keys);
+    runstate_alloc(&e->s, e, &m->config, max_rows, max_keys);
 }
 
 void engine_close(Engine *e) {

@@ -5,8 +5,12 @@
 //
 //   bin/generate --model out/models/full/target.gguf --draft out/models/full/draft-s.gguf --gamma 4 --temperature 0
 //   bin/generate --model out/models/full/target.gguf --lookup --prompt "And God said"
+//   bin/generate --model out/models/real/smollm2-135m-instruct-q4_1.gguf --chat --prompt "What is RoPE?" --temperature 0
 //
-// GGUF checkpoints carry their tokenizer; llama2.c checkpoints (.bin) need --tokenizer.
+// GGUF checkpoints carry their tokenizer; llama2.c checkpoints (.bin) need --tokenizer. --chat
+// wraps the prompt in the model's chat template as llama.cpp's built-in formatter does
+// (experiments/formats/chat.h: ChatML for SmolLM2, Gemma's turns), and generation stops at any
+// end-of-generation token (Gemma's <end_of_turn> among them).
 // The prompt is prefilled in one pass, then each new token is one decode step against
 // the KV cache. Prompt and decode tokens/s go to stderr at the end. Each engine's decode
 // steps run on --threads threads or on one, whichever its thread governor (session.h) timed
@@ -41,6 +45,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "chat.h"
 #include "checkpoint.h"
 #include "lab.h"
 #include "session.h"
@@ -52,7 +57,7 @@ static long n_tokens, top_k, gamma_arg;
 static int lookup;
 static double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty, rope_factor;
 static uint64_t seed;
-static int ignore_eos;
+static int ignore_eos, chat;
 static const char *perplexity_path;
 static long ppl_ctx, ppl_chunks;
 
@@ -78,6 +83,8 @@ static const LabOption OPTIONS[] = {
     {.name = "frequency-penalty", .kind = LAB_DOUBLE, .value = &frequency_penalty, .arg = "X",
      .help = "OpenAI-style frequency penalty (0 = off)", .def = "0", .min = -FLT_MAX, .max = FLT_MAX},
     {.name = "seed", .kind = LAB_U64, .value = &seed, .arg = "S", .help = "sampler seed", .def = "42"},
+    {.name = "chat", .kind = LAB_FLAG, .value = &chat,
+     .help = "send the prompt as a user message in the model's chat template (llama.cpp's built-in kinds)"},
     {.name = "ignore-eos", .kind = LAB_FLAG, .value = &ignore_eos,
      .help = "keep generating past the end-of-sequence token"},
     {.name = "draft", .kind = LAB_TEXT, .value = &draft_path, .arg = "FILE",
@@ -352,9 +359,16 @@ static int run(LabRun *r) {
                 draft.config.vocab_size, model_path, c->vocab_size);
     }
 
-    size_t prompt_len = strlen(prompt);
+    // --chat: the prompt as one user turn, the assistant's opened; the template's special tokens
+    // are tokens (llama.cpp's parse_special)
+    char *text = chat ? chat_format_user(chat_template_for(&tok), prompt) : NULL;
+    if (chat && !text) die("%s: the lab knows no chat template for this model", model_path);
+    const char *input = chat ? text : prompt;
+    size_t prompt_len = strlen(input);
+    unsigned flags = (tok.add_bos ? TOKENIZER_ADD_BOS : 0) | (chat ? TOKENIZER_PARSE_SPECIAL : 0);
     int *tokens = mallocCheck((tokenizer_max_tokens(prompt_len) + n_tokens + SPEC_MAX_GAMMA) * sizeof(int));
-    int n_prompt = (int)tokenizer_encode(&tok, (const unsigned char *)prompt, prompt_len, tok.add_bos, false, tokens);
+    int n_prompt = (int)tokenizer_tokenize(&tok, (const unsigned char *)input, prompt_len, flags, tokens);
+    free(text);
     if (n_prompt == 0) cli_usage_error("generate", "this model adds no BOS: give a --prompt to start from");
     // The last token sampled is never fed back, so the cache needs one position less.
     long capacity = n_prompt + (n_tokens > 0 ? n_tokens - 1 : 0);
