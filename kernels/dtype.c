@@ -20,6 +20,13 @@ static const DTypeTraits TRAITS[DTYPE_COUNT] = {
     [DTYPE_I4_G32]  = {.name = "int4-g32",  .gguf_type = 1025, .block = 32,  .scale_bytes = 4, .code_bits = 4, .short_last = 1},
     [DTYPE_I4_G64]  = {.name = "int4-g64",  .gguf_type = 1026, .block = 64,  .scale_bytes = 4, .code_bits = 4, .short_last = 1},
     [DTYPE_I4_G128] = {.name = "int4-g128", .gguf_type = 1027, .block = 128, .scale_bytes = 4, .code_bits = 4, .short_last = 1},
+    // ggml's: {fp16 d, m; 16 bytes of nibbles} = 20; {fp16 d; u8 qh[4]; 16 bytes of nibbles} = 22
+    [DTYPE_Q4_1]    = {.name = "q4_1",      .gguf_type = 3,    .block = 32,  .scale_bytes = 4, .code_bits = 4},
+    [DTYPE_Q5_0]    = {.name = "q5_0",      .gguf_type = 6,    .block = 32,  .scale_bytes = 2, .code_bits = 5},
+    // ggml's k-quants, read only: {fp16 d, dmin; u8 scales[12]; 128 bytes of nibbles} = 144;
+    // {u8 ql[128]; u8 qh[64]; i8 scales[16]; fp16 d} = 210
+    [DTYPE_Q4_K]    = {.name = "q4_k",      .gguf_type = 12,   .block = 256, .scale_bytes = 16, .code_bits = 4, .read_only = 1},
+    [DTYPE_Q6_K]    = {.name = "q6_k",      .gguf_type = 14,   .block = 256, .scale_bytes = 18, .code_bits = 6, .read_only = 1},
 };
 // clang-format on
 
@@ -45,6 +52,8 @@ int dtype_from_gguf_type(int id) {
 }
 
 int dtype_is_quantized(DType t) { return dtype_traits(t)->scale_bytes > 0; }
+
+int dtype_can_quantize(DType t) { return !dtype_traits(t)->read_only; }
 
 size_t dtype_size(DType t) { return dtype_is_quantized(t) ? 0 : (size_t)dtype_traits(t)->code_bits / 8; }
 

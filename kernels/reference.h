@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels.h"
+#include "quant.h" // the weight and activation formats
 
 void ref_matmul(float *out, const float *x, const float *w, int T, int n, int d);
 void ref_rmsnorm(float *out, const float *x, const float *weight, int T, int C, float eps);
@@ -37,10 +38,15 @@ void ref_adamw(float *p, const float *g, float *m, float *v, size_t n, const Ada
 // with x accumulated in double (the twin of dot_row).
 float ref_dequantize_weight(DType t, const void *row, int n, int i);
 double ref_dot_row(DType t, const void *row, const float *x, int n);
-// Value i of an act-q8 row (quant.h: blocks of 32 { float d; int8 q[32] }): d * q, and the dot
-// of a stored row with such a row in double (the twin of dot_row_int).
-double ref_act_q8_value(const void *xq, int i);
-double ref_dot_row_act_q8(DType t, const void *row, const void *xq, int n);
+// Value i of an activation row in format a (quant.h: d * q), and the dot of a stored row with such
+// a row in double: what the integer dot computes but for its fp32 rounding and q4_1's s term.
+double ref_act_value(ActType a, const void *xq, int i);
+double ref_dot_row_act(DType t, ActType a, const void *row, const void *xq, int n);
+// The twin of dot_row_int (xq in quant_act_type(t)'s format): ggml's formula with its integer sums
+// computed the plain way (exact, int64) and the blocks' fp32 scales formed as ggml forms them,
+// combined in double. *abs_terms (may be NULL): the sum of the terms' magnitudes, which bounds the
+// rounding of any fp32 summation of them.
+double ref_dot_row_int(DType t, const void *row, const void *xq, int n, double *abs_terms);
 // Queries q (n_q, n_heads * hd) at positions pos0 .. pos0 + n_q - 1 of one sequence whose
 // keys and values k, v hold rows of the shape's strides (>= pos0 + n_q of them): attention_kv
 // for a single sequence; out (n_q, n_heads * value_dim).

@@ -1,20 +1,30 @@
-// test_quant.c: the quantised weight formats and kernels of kernels/quant.h.
-//   - q8_0 / q4_0 bytes equal blocks built by hand from ggml's layout;
+// test_quant.c: the quantised weight formats and kernels of kernels/quant.h, every CPU type
+// (fp32, q8_0, q4_0, q4_1, q5_0, q4_k, q6_k, int8, int4-gG). Stored rows are random valid blocks
+// for ggml's types and quantised N(0, 1) floats for the lab's own (quant_blocks.h).
+//   - q8_0 / q4_0 bytes equal blocks built by hand from ggml's layout (q4_1 / q5_0 / the k-quants:
+//     test_ggml_quants, against PyPI gguf's bytes and floats);
 //   - quantise -> dequantise round trips stay within each format's bound on random data;
-//   - dequantize_row equals the per-weight reference (ref_dequantize_weight) to 1 ulp of the
-//     block's scale range; dot_row (the SIMD decode kernel compiled for this target) and
-//     matmul_typed (row-streaming for R <= 16, tiled dequantise + sgemm above) agree with the
-//     double-accumulating reference within 2e-5 * sum |w_i x_i| per output;
-//   - up to 16 rows, matmul_typed's row r is bit for bit the single-row result;
-//   - the integer dot (q8_0 / int8 weights x an act-q8 row): quantize_act_row's values lie
-//     within d / 2 of x (codes in [-127, 127]); dot_row_int agrees with the double dot of the
-//     same codes within 2e-5 * sum |w_i x^_i|, and with the float dot of x within the rounding
-//     bound of quant.h, sum_k d_k / 2 * sum_{j in k} |w_j| (+ 2e-5 * sum |w_i x_i|);
+//   - dequantize_row equals the per-weight reference (ref_dequantize_weight) within 2^-18 of the
+//     largest |weight| of its 32 (the kernels round d q + m or (d sc) q - dmin m per product, the
+//     reference once in double, and a weight may cancel to far below its terms); dot_row (the SIMD
+//     decode kernel compiled for this target) and matmul_typed's float paths (row-streaming for
+//     R <= 16, tiled dequantise + sgemm above) agree with the double-accumulating reference within
+//     2e-5 * sum |w_i x_i| per output;
+//   - the integer dot (every type with one, against its activation format): dot_row_int and
+//     matmul_typed's integer path (every R) agree with ref_dot_row_int, the same integer sums done
+//     the plain way and combined in double, within (blocks + 8) * 2^-23 * sum |terms| (fp32
+//     summation of the block terms, in any order); and with the double dot of the weights and x
+//     itself within the activation rounding bound: sum_j |w_j| (d/2 + 127 |fp16(d) - d|) per Q8_0 /
+//     Q8_1 block (d = amax / 127: the codes' half step plus the stored scale's fp16 rounding),
+//     sum_j |w_j| |d| / 2 per Q8_K block (fp32 d), and q4_1's m * s term by |m| (|s - d sum q| +
+//     the block's 32 half steps), each (1 + 1e-5), plus 2e-5 * sum |w_i x_i|;
+//   - matmul_typed's row r is bit for bit the single-row result (and dot_row_int's on that row's
+//     activation codes): up to 16 rows on the float path, up to 40 (prefill) on the integer one;
 //   - outlier columns (LLM.int8()): matmul_typed adds them exactly to the quantised part;
 //   - no kernel reads past its row: at every length 1..300 a type can hold, with NaN bytes after
-//     every buffer, each kernel (dequantise, float dot, integer dot, matmul's decode rows and
-//     tiled path) still agrees with the reference. make test also runs this file on the kernels
-//     built at narrower vectors (test_quant_vec256, test_quant_vec32).
+//     every buffer, each kernel (dequantise, float dot, integer dot, matmul's decode rows, tiled
+//     path and integer prefill) still agrees with the reference. make test also runs this file on
+//     the kernels built at narrower vectors (test_quant_vec256, test_quant_vec32).
 // Run: make build/tests/test_quant && build/tests/test_quant
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,11 +36,17 @@
 #include "common.h"
 #include "kernels.h"
 #include "quant.h"
+#include "quant_blocks.h"
 #include "reference.h"
 #include "test_util.h"
 
-static const DType QUANT_TYPES[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_I8, DTYPE_I4_G32, DTYPE_I4_G64, DTYPE_I4_G128};
+// the types quantize_row writes
+static const DType QUANT_TYPES[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q5_0, DTYPE_I8, DTYPE_I4_G32, DTYPE_I4_G64, DTYPE_I4_G128};
 #define N_QUANT_TYPES (int)(sizeof QUANT_TYPES / sizeof QUANT_TYPES[0])
+// every quantised type the CPU runs (the read-only k-quants too)
+static const DType ALL_TYPES[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q5_0, DTYPE_Q4_K, DTYPE_Q6_K,
+                                  DTYPE_I8,   DTYPE_I4_G32, DTYPE_I4_G64, DTYPE_I4_G128};
+#define N_ALL_TYPES (int)(sizeof ALL_TYPES / sizeof ALL_TYPES[0])
 
 // Row lengths: whole blocks, and (for the types that allow them) rows ending in a short group.
 static const int LENGTHS[] = {32, 192, 512, 4096, 176, 301};
@@ -80,6 +96,10 @@ static void test_bits_per_weight(void **state) {
     assert_true(dtype_bits_per_weight(DTYPE_I4_G32, 4096) == 5.0);
     assert_true(dtype_bits_per_weight(DTYPE_I4_G64, 4096) == 4.5);
     assert_true(dtype_bits_per_weight(DTYPE_I4_G128, 4096) == 4.25);
+    assert_true(dtype_bits_per_weight(DTYPE_Q4_1, 4096) == 5.0);
+    assert_true(dtype_bits_per_weight(DTYPE_Q5_0, 4096) == 5.5);
+    assert_true(dtype_bits_per_weight(DTYPE_Q4_K, 4096) == 4.5);
+    assert_true(dtype_bits_per_weight(DTYPE_Q6_K, 4096) == 6.5625);
     for (int t = 0; t < DTYPE_COUNT; t++) assert_int_equal(dtype_row_bytes((DType)t, 0), 0); // an empty tensor
     // 192 = 128 + 64: one group of each, 68 + 36 bytes
     assert_int_equal(dtype_row_bytes(DTYPE_I4_G128, 192), 104);
@@ -102,6 +122,7 @@ static double round_trip_bound(DType t, const float *x, int len) {
     switch (t) {
     case DTYPE_Q8_0: return amax / 127 / 2 + amax * fp16;  // half a step, + 127 codes x the scale's rounding
     case DTYPE_Q4_0: return amax / 8 + amax * fp16;        // the side opposite the max clamps at 7 d
+    case DTYPE_Q5_0: return amax / 16 + amax * fp16;       // ... at 15 d
     case DTYPE_I8: return amax / 127 / 2 * (1 + 1e-6);     // fp32 scale
     default: return (max - min) / 15 / 2 + (fabs(min) + (max - min)) * fp16; // d and m rounded to fp16
     }
@@ -133,25 +154,36 @@ static void test_round_trip_within_bound(void **state) {
         }
 }
 
+// dequantize_row's weights against the reference's: within 2^-18 of the largest |weight| of each
+// 32 (header: the kernels round per product, as ggml, the reference once; with random scales a
+// weight d q + m may cancel to far below its terms, which are at most 32 times that largest).
+static void check_dequantized(DType t, const float *y, const void *row, int n) {
+    for (int c = 0; c < n; c += 32) {
+        int e = c + 32 < n ? c + 32 : n;
+        double big = 0.0;
+        for (int i = c; i < e; i++) big = fmax(big, fabs((double)ref_dequantize_weight(t, row, n, i)));
+        for (int i = c; i < e; i++) {
+            float want = ref_dequantize_weight(t, row, n, i);
+            if (!(fabs((double)y[i] - want) <= 0x1p-18 * big))
+                fail_msg("dequantize_row %s n=%d weight %d: %.9g, reference %.9g", dtype_name(t), n, i, y[i], want);
+        }
+    }
+}
+
 static void test_dequantize_matches_reference(void **state) {
     (void)state;
     uint64_t rng = rng_seed(17);
-    for (int k = 0; k < N_QUANT_TYPES; k++)
+    for (int k = 0; k < N_ALL_TYPES; k++)
         for (size_t l = 0; l < sizeof LENGTHS / sizeof LENGTHS[0]; l++) {
-            DType t = QUANT_TYPES[k];
+            DType t = ALL_TYPES[k];
             int n = LENGTHS[l];
             if (!dtype_holds_row(t, n)) continue;
-            float *x = random_floats(n, 1.0f, &rng), *y = mallocCheck(n * sizeof(float));
+            float *y = mallocCheck(n * sizeof(float));
             uint8_t *q = mallocCheck(dtype_row_bytes(t, n));
-            quantize_row(t, q, x, n);
+            random_rows(t, q, 1, n, &rng);
             dequantize_row(t, y, q, n);
-            for (int i = 0; i < n; i++) {
-                float want = ref_dequantize_weight(t, q, n, i);
-                // int4's q * d + m rounds twice in fp32, once in the reference: 1 ulp of ~ |x| + range
-                if (!(fabsf(y[i] - want) <= 2.4e-7f * 16.0f)) // (|want| <= 16 for N(0, 1) data)
-                    fail_msg("%s n=%d weight %d: %.9g, reference %.9g", dtype_name(t), n, i, y[i], want);
-            }
-            free(x), free(y), free(q);
+            check_dequantized(t, y, q, n);
+            free(y), free(q);
         }
 }
 
@@ -171,78 +203,96 @@ static void test_dot_matches_reference(void **state) {
     (void)state;
     uint64_t rng = rng_seed(18);
     print_message("dot_row compiled for: %s\n", quant_simd_name());
-    for (int k = 0; k < N_QUANT_TYPES; k++)
+    for (int k = 0; k < N_ALL_TYPES; k++)
         for (size_t l = 0; l < sizeof LENGTHS / sizeof LENGTHS[0]; l++) {
-            DType t = QUANT_TYPES[k];
+            DType t = ALL_TYPES[k];
             int n = LENGTHS[l];
             if (!dtype_holds_row(t, n)) continue;
-            float *w = random_floats(n, 1.0f, &rng), *x = random_floats(n, 1.0f, &rng);
+            float *x = random_floats(n, 1.0f, &rng);
             uint8_t *q = mallocCheck(dtype_row_bytes(t, n));
-            quantize_row(t, q, w, n);
+            random_rows(t, q, 1, n, &rng);
             assert_dot_close("dot_row", t, dot_row(t, q, x, n), ref_dot_row(t, q, x, n), abs_dot(t, q, x, n));
-            free(w), free(x), free(q);
+            free(x), free(q);
         }
 }
 
-// The bound quant.h states for rounding x to act-q8: sum over blocks of d_k / 2 * sum |w_j|.
-static double act_rounding_bound(DType t, const void *row, const void *xq, int n) {
+// ---- the integer dot ---------------------------------------------------------------------------
+
+// dot_row_int's result against ref_dot_row_int: the same exact integer sums, so only the fp32
+// summation of the block terms differs: within (blocks + 8) * 2^-23 * sum |terms|.
+static void assert_int_dot_exact(const char *what, DType t, double got, const void *row, const void *xq, int n) {
+    double abs_terms, want = ref_dot_row_int(t, row, xq, n, &abs_terms);
+    int blocks = (n + act_block_elems(quant_act_type(t)) - 1) / act_block_elems(quant_act_type(t));
+    if (!(fabs(got - want) <= (blocks + 8) * 0x1p-23 * abs_terms))
+        fail_msg("%s %s n=%d: %.9g, exact integer reference %.9g (sum |terms| %.4g)", what, dtype_name(t), n, got, want,
+                 abs_terms);
+}
+
+// The activation rounding bound of the header against the double dot of w with x itself.
+static double act_rounding_bound(DType t, const void *row, const float *x, const uint8_t *xq, int n) {
+    ActType a = quant_act_type(t);
+    int B = act_block_elems(a);
+    size_t bb = act_row_bytes(a, B);
     double bound = 0.0;
-    for (int i = 0; i < n; i++) {
-        float d;
-        memcpy(&d, (const uint8_t *)xq + (size_t)(i / 32) * 36, sizeof d);
-        bound += d / 2.0 * fabs((double)ref_dequantize_weight(t, row, n, i));
-    }
-    return bound;
-}
-
-static double abs_dot_act(DType t, const void *row, const void *xq, int n) {
-    double s = 0.0;
-    for (int i = 0; i < n; i++) s += fabs((double)ref_dequantize_weight(t, row, n, i) * ref_act_q8_value(xq, i));
-    return s;
-}
-
-static void test_act_q8_round_trip(void **state) {
-    (void)state;
-    uint64_t rng = rng_seed(22);
-    for (size_t l = 0; l < sizeof LENGTHS / sizeof LENGTHS[0]; l++) {
-        int n = LENGTHS[l];
-        float *x = random_floats(n, 2.0f, &rng);
-        x[n / 2] = 9.0f; // an outlier sets its block's scale
-        uint8_t *xq = mallocCheck(act_q8_row_bytes(n));
-        assert_int_equal(act_q8_row_bytes(n), (size_t)(n + 31) / 32 * 36);
-        quantize_act_row(xq, x, n);
-        for (int i = 0; i < n; i++) {
+    for (int k0 = 0; k0 < n; k0 += B) {
+        int k1 = k0 + B < n ? k0 + B : n;
+        const uint8_t *b = xq + (size_t)(k0 / B) * bb;
+        float amax = 0.0f;
+        for (int i = k0; i < k1; i++) amax = fmaxf(amax, fabsf(x[i]));
+        double e; // the most a value of this block moves
+        if (a == ACT_Q8_K) {
             float d;
-            memcpy(&d, xq + (size_t)(i / 32) * 36, sizeof d);
-            int8_t q = (int8_t)xq[(size_t)(i / 32) * 36 + 4 + i % 32];
-            assert_true(q != -128); // codes lie in [-127, 127]
-            if (!(fabs(ref_act_q8_value(xq, i) - x[i]) <= d / 2 * (1 + 1e-6)))
-                fail_msg("act-q8 n=%d value %d: %g -> %g (d %g)", n, i, x[i], ref_act_q8_value(xq, i), d);
+            memcpy(&d, b, sizeof d);
+            e = fabs((double)d) / 2;
+        } else {
+            uint16_t h;
+            memcpy(&h, b, 2);
+            float d = amax / 127.0f;
+            e = (double)d / 2 + 127 * fabs((double)fp16_to_fp32(h) - d);
         }
-        free(x), free(xq);
+        for (int i = k0; i < k1; i++) {
+            double w = ref_dequantize_weight(t, row, n, i);
+            if (t == DTYPE_Q4_1) { // the codes' part d_w q of w: the min m_w goes through s below
+                uint16_t hm;
+                memcpy(&hm, (const uint8_t *)row + (size_t)(i / 32) * 20 + 2, 2);
+                w -= fp16_to_fp32(hm);
+            }
+            bound += fabs(w) * e;
+        }
+        if (t == DTYPE_Q4_1) { // m_w * s_a against m_w * sum x: |s - d sum q| + 32 half steps
+            uint16_t hm, hd, hs;
+            memcpy(&hm, (const uint8_t *)row + (size_t)(k0 / 32) * 20 + 2, 2);
+            memcpy(&hd, b, 2), memcpy(&hs, b + 2, 2);
+            int sum = 0;
+            for (int j = 0; j < 32; j++) sum += (int8_t)b[4 + j];
+            float d = amax / 127.0f;
+            bound += fabs((double)fp16_to_fp32(hm)) * (fabs((double)fp16_to_fp32(hs) - (double)d * sum) + 32 * e);
+        }
     }
+    return bound * (1 + 1e-5);
 }
 
 static void test_int_dot_matches_reference(void **state) {
     (void)state;
     uint64_t rng = rng_seed(23);
     print_message("integer dot compiled for: %s\n", quant_int_dot_name());
-    const DType types[] = {DTYPE_Q8_0, DTYPE_I8};
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < N_ALL_TYPES; k++)
         for (size_t l = 0; l < sizeof LENGTHS / sizeof LENGTHS[0]; l++) {
-            DType t = types[k];
+            DType t = ALL_TYPES[k];
             int n = LENGTHS[l];
-            if (!dtype_holds_row(t, n)) continue;
-            float *w = random_floats(n, 1.0f, &rng), *x = random_floats(n, 1.0f, &rng);
-            uint8_t *q = mallocCheck(dtype_row_bytes(t, n)), *xq = mallocCheck(act_q8_row_bytes(n));
-            quantize_row(t, q, w, n);
-            quantize_act_row(xq, x, n);
+            if (!dtype_has_int_dot(t) || !dtype_holds_row(t, n)) continue;
+            ActType a = quant_act_type(t);
+            float *x = random_floats(n, 1.0f, &rng);
+            x[n / 2] = 9.0f; // an outlier sets its block's scale
+            uint8_t *q = mallocCheck(dtype_row_bytes(t, n)), *xq = mallocCheck(act_row_bytes(a, n));
+            random_rows(t, q, 1, n, &rng);
+            quantize_act_row(a, xq, x, n);
             double got = dot_row_int(t, q, xq, n);
-            assert_dot_close("dot_row_int (same codes)", t, got, ref_dot_row_act_q8(t, q, xq, n), abs_dot_act(t, q, xq, n));
-            double exact = ref_dot_row(t, q, x, n), bound = act_rounding_bound(t, q, xq, n) + 2e-5 * abs_dot(t, q, x, n);
+            assert_int_dot_exact("dot_row_int", t, got, q, xq, n);
+            double exact = ref_dot_row(t, q, x, n), bound = act_rounding_bound(t, q, x, xq, n) + 2e-5 * abs_dot(t, q, x, n);
             if (!(fabs(got - exact) <= bound))
                 fail_msg("dot_row_int %s n=%d: %.9g, float-x reference %.9g, bound %.3g", dtype_name(t), n, got, exact, bound);
-            free(w), free(x), free(q), free(xq);
+            free(x), free(q), free(xq);
         }
 }
 
@@ -253,7 +303,7 @@ static void test_matmul_adds_outlier_columns(void **state) {
     uint64_t rng = rng_seed(24);
     enum { N = 192, D = 40, NO = 3 };
     int cols[NO] = {5, 77, 190};
-    for (int R = 1; R <= 20; R += 19) { // decode rows and the tiled path
+    for (int R = 1; R <= 20; R += 19) { // decode rows and prefill rows (tiled sgemm or the integer dot)
         for (int int_dot = 0; int_dot <= 1; int_dot++) {
             int was = quant_int_dot_enable(int_dot);
             float *w = random_floats((size_t)D * N, 1.0f, &rng), *x = random_floats((size_t)R * N, 1.0f, &rng);
@@ -291,13 +341,14 @@ static void test_matmul_adds_outlier_columns(void **state) {
     }
 }
 
-// One path of matmul_typed against the reference: the integer dot's against the double dot of
-// the same act-q8 codes, the float paths' against the double dot of x.
+// One path of matmul_typed against the reference: the integer dot's against the exact integer
+// reference on the same activation codes, the float paths' against the double dot of x.
 static void check_matmul_typed_path(DType t, int R, int n, int d, uint64_t *rng, int int_dot) {
-    float *w = random_floats((size_t)d * n, 1.0f, rng), *x = random_floats((size_t)R * n, 1.0f, rng);
+    float *x = random_floats((size_t)R * n, 1.0f, rng);
     size_t rb = dtype_row_bytes(t, n);
-    uint8_t *q = mallocCheck(d * rb), *xq = mallocCheck(act_q8_row_bytes(n));
-    quantize_matrix(t, q, w, d, n);
+    ActType a = quant_act_type(t);
+    uint8_t *q = mallocCheck(d * rb), *xq = a != ACT_NONE ? mallocCheck(act_row_bytes(a, n)) : NULL;
+    random_rows(t, q, d, n, rng);
     Tensor tw = {t, q, d, n, NULL};
     size_t sb = matmul_typed_scratch_bytes(t, R, n);
     void *scratch = sb ? mallocCheck(sb) : NULL;
@@ -305,26 +356,25 @@ static void check_matmul_typed_path(DType t, int R, int n, int d, uint64_t *rng,
     matmul_typed(out, x, &tw, R, scratch);
     for (int r = 0; r < R; r++) {
         const float *xr = x + (size_t)r * n;
-        quantize_act_row(xq, xr, n);
+        if (int_dot) quantize_act_row(a, xq, xr, n);
         for (int i = 0; i < d; i++) {
             if (int_dot)
-                assert_dot_close("matmul (integer dot)", t, out[(size_t)r * d + i], ref_dot_row_act_q8(t, q + i * rb, xq, n),
-                                 abs_dot_act(t, q + i * rb, xq, n));
+                assert_int_dot_exact(R > 16 ? "matmul (integer dot, prefill)" : "matmul (integer dot)", t, out[(size_t)r * d + i],
+                                     q + i * rb, xq, n);
             else
                 assert_dot_close(R > 16 ? "matmul (tiled sgemm)" : "matmul (row-streaming)", t, out[(size_t)r * d + i],
                                  ref_dot_row(t, q + i * rb, xr, n), abs_dot(t, q + i * rb, xr, n));
         }
     }
-    free(w), free(x), free(q), free(xq), free(scratch), free(out);
+    free(x), free(q), free(xq), free(scratch), free(out);
 }
 
-
-// matmul_typed against the reference dot of every (row, output) pair; R spans both paths, and
-// the decode rows run the float dot and (for q8_0 / int8) the integer dot.
+// matmul_typed against the reference dot of every (row, output) pair; R spans decode and
+// prefill, each on the float paths and (for the types that have one) the integer dot.
 static void check_matmul_typed(DType t, int R, int n, int d, uint64_t *rng) {
     for (int int_dot = 0; int_dot <= dtype_has_int_dot(t); int_dot++) {
         int was = quant_int_dot_enable(int_dot);
-        check_matmul_typed_path(t, R, n, d, rng, int_dot && R <= 16);
+        check_matmul_typed_path(t, R, n, d, rng, int_dot);
         quant_int_dot_enable(was);
     }
 }
@@ -332,34 +382,60 @@ static void check_matmul_typed(DType t, int R, int n, int d, uint64_t *rng) {
 static void test_matmul_typed_matches_reference(void **state) {
     (void)state;
     uint64_t rng = rng_seed(19);
-    for (int k = 0; k < N_QUANT_TYPES; k++) {
-        DType t = QUANT_TYPES[k];
-        check_matmul_typed(t, 1, 192, 64, &rng);
+    for (int k = 0; k < N_ALL_TYPES; k++) {
+        DType t = ALL_TYPES[k];
+        int n = dtype_holds_row(t, 192) ? 192 : 256;
+        check_matmul_typed(t, 1, n, 64, &rng);
         check_matmul_typed(t, 5, 512, 33, &rng);
-        check_matmul_typed(t, 40, 192, 700, &rng); // several tiles of weight rows
+        check_matmul_typed(t, 40, n, 700, &rng); // several tiles of weight rows
         if (dtype_holds_row(t, 176)) check_matmul_typed(t, 20, 176, 48, &rng);
     }
 }
 
+// Row r of a matmul of R rows is bit for bit the single-row result on x_r: up to 16 rows on the
+// float path (the row-streaming decode kernel), at every R up to 40 on the integer one (prefill
+// included), where it is also dot_row_int on x_r's activation codes.
 static void test_matmul_typed_rows_match_single_rows(void **state) {
     (void)state;
     uint64_t rng = rng_seed(20);
-    enum { R = 16, N = 256, D = 48 };
-    for (int k = 0; k < N_QUANT_TYPES; k++) {
-        DType t = QUANT_TYPES[k];
-        float *w = random_floats((size_t)D * N, 1.0f, &rng), *x = random_floats((size_t)R * N, 1.0f, &rng);
-        uint8_t *q = mallocCheck(D * dtype_row_bytes(t, N));
-        quantize_matrix(t, q, w, D, N);
-        Tensor tw = {t, q, D, N, NULL};
-        float rows[R * D], one[D];
-        size_t sb = matmul_typed_scratch_bytes(t, R, N);
+    enum { RMAX = 40, D = 48 };
+    for (int k = 0; k < N_ALL_TYPES; k++) {
+        DType t = ALL_TYPES[k];
+        int n = dtype_holds_row(t, 288) ? 288 : 512; // not a multiple of 256 where the type allows it
+        size_t rb = dtype_row_bytes(t, n);
+        float *x = random_floats((size_t)RMAX * n, 1.0f, &rng), *rows = mallocCheck((size_t)RMAX * D * sizeof(float)), one[D];
+        uint8_t *q = mallocCheck(D * rb);
+        random_rows(t, q, D, n, &rng);
+        Tensor tw = {t, q, D, n, NULL};
+        size_t sb = matmul_typed_scratch_bytes(t, RMAX, n);
         void *scratch = sb ? mallocCheck(sb) : NULL;
-        matmul_typed(rows, x, &tw, R, scratch);
-        for (int r = 0; r < R; r++) {
-            matmul_typed(one, x + (size_t)r * N, &tw, 1, scratch);
-            assert_memory_equal(rows + (size_t)r * D, one, sizeof one);
+        for (int int_dot = 0; int_dot <= dtype_has_int_dot(t); int_dot++) {
+            int was = quant_int_dot_enable(int_dot);
+            const int Rs[] = {2, 16, 17, 31, 40};
+            for (size_t m = 0; m < sizeof Rs / sizeof Rs[0]; m++) {
+                int R = Rs[m];
+                if (!int_dot && R > 16) continue;
+                matmul_typed(rows, x, &tw, R, scratch);
+                for (int r = 0; r < R; r++) {
+                    matmul_typed(one, x + (size_t)r * n, &tw, 1, scratch);
+                    if (memcmp(rows + (size_t)r * D, one, sizeof one) != 0)
+                        fail_msg("%s int_dot=%d R=%d: row %d differs from the single-row matmul", dtype_name(t), int_dot, R, r);
+                    if (int_dot) {
+                        ActType a = quant_act_type(t);
+                        uint8_t *xq = mallocCheck(act_row_bytes(a, n));
+                        quantize_act_row(a, xq, x + (size_t)r * n, n);
+                        for (int i = 0; i < D; i++) {
+                            float want = dot_row_int(t, q + i * rb, xq, n);
+                            if (memcmp(&rows[(size_t)r * D + i], &want, sizeof want) != 0)
+                                fail_msg("%s R=%d: out (%d, %d) %.9g, dot_row_int %.9g", dtype_name(t), R, r, i, rows[(size_t)r * D + i], want);
+                        }
+                        free(xq);
+                    }
+                }
+            }
+            quant_int_dot_enable(was);
         }
-        free(w), free(x), free(q), free(scratch);
+        free(x), free(rows), free(q), free(scratch);
     }
 }
 
@@ -382,25 +458,24 @@ static float *poisoned_floats(const float *x, size_t n) {
 }
 
 // One weight type at row length n: dequantize_row, dot_row, the integer dot where the type
-// has one, and matmul_typed's decode rows (float and integer dot) and tiled prefill path.
+// has one, and matmul_typed's decode rows (float and integer dot), tiled prefill path and integer
+// prefill.
 static void check_row_reads(DType t, int n, uint64_t *rng) {
     enum { D = 2, R_DECODE = 3, R_PREFILL = 17 }; // decode rows are R <= 16 (quant.h)
     size_t rb = dtype_row_bytes(t, n);
-    float *w = random_floats((size_t)D * n, 1.0f, rng), *xs = random_floats((size_t)R_PREFILL * n, 1.0f, rng);
-    uint8_t *q = poisoned(D * rb), *xq = poisoned(act_q8_row_bytes(n));
+    ActType a = quant_act_type(t);
+    float *xs = random_floats((size_t)R_PREFILL * n, 1.0f, rng);
+    uint8_t *q = poisoned(D * rb), *xq = poisoned(a != ACT_NONE ? act_row_bytes(a, n) : 0);
     float *x = poisoned_floats(xs, n), *y = poisoned(n * sizeof(float));
-    quantize_matrix(t, q, w, D, n);
+    random_rows(t, q, D, n, rng);
     // the last row of the matrix, so that its end is the buffer's
     const uint8_t *row = q + rb;
     dequantize_row(t, y, row, n);
-    for (int i = 0; i < n; i++) // the bound of test_dequantize_matches_reference
-        if (!(fabsf(y[i] - ref_dequantize_weight(t, row, n, i)) <= 2.4e-7f * 16.0f))
-            fail_msg("dequantize_row %s n=%d weight %d: %.9g", dtype_name(t), n, i, y[i]);
+    check_dequantized(t, y, row, n);
     assert_dot_close("dot_row (poisoned ends)", t, dot_row(t, row, x, n), ref_dot_row(t, row, x, n), abs_dot(t, row, x, n));
-    if (dtype_has_int_dot(t)) {
-        quantize_act_row(xq, x, n);
-        assert_dot_close("dot_row_int (poisoned ends)", t, dot_row_int(t, row, xq, n), ref_dot_row_act_q8(t, row, xq, n),
-                         abs_dot_act(t, row, xq, n));
+    if (a != ACT_NONE) {
+        quantize_act_row(a, xq, x, n);
+        assert_int_dot_exact("dot_row_int (poisoned ends)", t, dot_row_int(t, row, xq, n), row, xq, n);
     }
     const int rows[] = {R_DECODE, R_PREFILL};
     for (int k = 0; k < 2; k++) {
@@ -417,27 +492,28 @@ static void check_row_reads(DType t, int n, uint64_t *rng) {
                 for (int i = 0; i < D; i++) {
                     const uint8_t *wi = q + i * rb;
                     const float *x_r = xr + (size_t)r * n;
-                    double want = ref_dot_row(t, wi, x_r, n), scale = abs_dot(t, wi, x_r, n);
-                    if (int_dot && R <= 16) { // against the same act-q8 codes
-                        quantize_act_row(xq, x_r, n);
-                        want = ref_dot_row_act_q8(t, wi, xq, n), scale = abs_dot_act(t, wi, xq, n);
+                    if (int_dot) { // against the same activation codes
+                        quantize_act_row(a, xq, x_r, n);
+                        assert_int_dot_exact("matmul (integer dot, poisoned ends)", t, out[(size_t)r * D + i], wi, xq, n);
+                    } else {
+                        assert_dot_close("matmul (poisoned ends)", t, out[(size_t)r * D + i], ref_dot_row(t, wi, x_r, n),
+                                         abs_dot(t, wi, x_r, n));
                     }
-                    assert_dot_close(int_dot ? "matmul (integer dot, poisoned ends)" : "matmul (poisoned ends)", t,
-                                     out[(size_t)r * D + i], want, scale);
                 }
         }
         free(xr), free(out), free(scratch);
     }
-    free(w), free(xs), free(q), free(xq), free(x), free(y);
+    free(xs), free(q), free(xq), free(x), free(y);
 }
 
 static void test_kernels_read_only_their_rows(void **state) {
     (void)state;
     uint64_t rng = rng_seed(24);
-    const DType types[] = {DTYPE_F32, DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_I8, DTYPE_I4_G32, DTYPE_I4_G64, DTYPE_I4_G128};
-    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
-        for (int n = 1; n <= 300; n++)
-            if (dtype_holds_row(types[k], n)) check_row_reads(types[k], n, &rng);
+    for (int n = 1; n <= 300; n++) {
+        check_row_reads(DTYPE_F32, n, &rng);
+        for (int k = 0; k < N_ALL_TYPES; k++)
+            if (dtype_holds_row(ALL_TYPES[k], n)) check_row_reads(ALL_TYPES[k], n, &rng);
+    }
 }
 
 // The CPU's embedding op reads quantised tables by dequantising the token's row.
@@ -469,7 +545,6 @@ int main(void) {
         cmocka_unit_test(test_matmul_typed_matches_reference),
         cmocka_unit_test(test_matmul_typed_rows_match_single_rows),
         cmocka_unit_test(test_embedding_dequantizes_rows),
-        cmocka_unit_test(test_act_q8_round_trip),
         cmocka_unit_test(test_int_dot_matches_reference),
         cmocka_unit_test(test_matmul_adds_outlier_columns),
         cmocka_unit_test(test_kernels_read_only_their_rows),

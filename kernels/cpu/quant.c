@@ -1,7 +1,9 @@
 // quant.c: the quantised weight formats (layouts in kernels/quant.h): round-to-nearest
-// quantisation by ggml's rules, dequantisation, the SIMD dequantise-dot kernels of decode and
-// the tiled dequantise + sgemm path of prefill. Tests: make build/tests/test_quant &&
-// build/tests/test_quant
+// quantisation by ggml's rules, dequantisation (ggml's arithmetic, bit for bit), the SIMD
+// dequantise-dot kernels, the activation formats and integer dots of ggml's vec_dot, and
+// matmul_typed (integer dots at every row count, or row-streaming float dots and the tiled
+// dequantise + sgemm path of prefill). Tests: make build/tests/test_quant build/tests/test_ggml_quants
+// && build/tests/test_quant && build/tests/test_ggml_quants
 #include "quant.h"
 
 #include <cblas.h>
@@ -16,6 +18,12 @@
 
 #if defined(__AVX2__) || defined(__AVX512F__) || defined(__F16C__)
 #include <immintrin.h>
+#endif
+
+// Dequantisation must round each product and sum as ggml does (no fused multiply-adds): gcc
+// contracts nothing under -std=c11; clang contracts within an expression unless told not to.
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
 #endif
 
 // ---- half precision -----------------------------------------------------------------------
@@ -67,13 +75,40 @@ static inline void put_half(uint8_t *p, float f) {
     memcpy(p, &h, 2);
 }
 
+static inline float float_at(const uint8_t *p) {
+    float f;
+    memcpy(&f, p, sizeof f);
+    return f;
+}
+
+static inline uint32_t u32_at(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 // ---- the formats --------------------------------------------------------------------------
 // Sizes come from the traits table (kernels/dtype.c); this file holds the CPU's kernels.
 
 // Block k of a row and its length.
 static inline int block_len(int B, int n, int k) { return n - k * B < B ? n - k * B : B; }
 
-// ---- quantisation: ggml's round-to-nearest rules (quantize_row_q8_0 / q4_0 / q4_1) ----------
+// Q4_K's 6-bit scale and min of sub-block j (0..7) from its 12 packed bytes (layout: quant.h).
+static inline void k4_scale_min(const uint8_t *s, int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0x0F) | (s[j - 4] >> 6) << 4;
+        *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+}
+
+// Q4_K and Q6_K block offsets (quant.h): Q4_K { d 0; dmin 2; scales 4; q 16 }, Q6_K { ql 0;
+// qh 128; scales 192; d 208 }.
+enum { Q4K_BYTES = 144, Q6K_BYTES = 210, QK = 256 };
+
+// ---- quantisation: ggml's round-to-nearest rules (quantize_row_*_ref) -----------------------
 
 static void quantize_q8_0(uint8_t *b, const float *x, int len) {
     (void)len; // always a whole block
@@ -84,17 +119,37 @@ static void quantize_q8_0(uint8_t *b, const float *x, int len) {
     for (int j = 0; j < 32; j++) b[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
 }
 
-static void quantize_q4_0(uint8_t *b, const float *x, int len) {
-    (void)len; // always a whole block
-    float amax = 0.0f, max = 0.0f; // max: the signed value of largest magnitude
+// The signed value of largest magnitude of 32 (the first such), as Q4_0 and Q5_0 scale by it.
+static float signed_max32(const float *x) {
+    float amax = 0.0f, max = 0.0f;
     for (int j = 0; j < 32; j++)
         if (fabsf(x[j]) > amax) amax = fabsf(x[j]), max = x[j];
-    float d = max / -8.0f, id = d ? 1.0f / d : 0.0f;
+    return max;
+}
+
+static void quantize_q4_0(uint8_t *b, const float *x, int len) {
+    (void)len; // always a whole block
+    float d = signed_max32(x) / -8.0f, id = d ? 1.0f / d : 0.0f;
     put_half(b, d);
     for (int j = 0; j < 16; j++) {
         int lo = (int8_t)(x[j] * id + 8.5f), hi = (int8_t)(x[j + 16] * id + 8.5f);
         b[2 + j] = (uint8_t)((lo < 15 ? lo : 15) | (hi < 15 ? hi : 15) << 4);
     }
+}
+
+// Q5_0: codes 0..31 = round(x / d) + 16 with d = max / -16; nibbles as Q4_0's, fifth bits in qh.
+static void quantize_q5_0(uint8_t *b, const float *x, int len) {
+    (void)len; // always a whole block
+    float d = signed_max32(x) / -16.0f, id = d ? 1.0f / d : 0.0f;
+    put_half(b, d);
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; j++) {
+        int lo = (int8_t)(x[j] * id + 16.5f), hi = (int8_t)(x[j + 16] * id + 16.5f);
+        lo = lo < 31 ? lo : 31, hi = hi < 31 ? hi : 31;
+        b[6 + j] = (uint8_t)((lo & 0x0F) | (hi & 0x0F) << 4);
+        qh |= (uint32_t)(lo >> 4) << j | (uint32_t)(hi >> 4) << (j + 16);
+    }
+    memcpy(b + 2, &qh, 4);
 }
 
 static void quantize_int8_row(uint8_t *b, const float *x, int n) {
@@ -105,6 +160,7 @@ static void quantize_int8_row(uint8_t *b, const float *x, int n) {
     for (int j = 0; j < n; j++) b[4 + j] = (uint8_t)(int8_t)roundf(x[j] * is);
 }
 
+// int4-gG groups and Q4_1 blocks (the same layout; ggml's quantize_row_q4_1_ref at n = 32).
 static void quantize_int4_group(uint8_t *b, const float *x, int n) {
     float min = FLT_MAX, max = -FLT_MAX;
     for (int j = 0; j < n; j++) min = fminf(min, x[j]), max = fmaxf(max, x[j]);
@@ -120,7 +176,7 @@ static void quantize_int4_group(uint8_t *b, const float *x, int n) {
 
 static void copy_f32_in(uint8_t *b, const float *x, int n) { memcpy(b, x, (size_t)n * sizeof(float)); }
 
-// ---- dequantisation: one block to fp32 --------------------------------------------------------
+// ---- dequantisation: one block to fp32, ggml's products in ggml's order ----------------------
 
 static void dequantize_q8_0(float *y, const uint8_t *b, int len) {
     (void)len; // always a whole block
@@ -137,12 +193,59 @@ static void dequantize_q4_0(float *y, const uint8_t *b, int len) {
     }
 }
 
+static void dequantize_q5_0(float *y, const uint8_t *b, int len) {
+    (void)len; // always a whole block
+    float d = half_at(b);
+    uint32_t qh = u32_at(b + 2);
+    for (int j = 0; j < 16; j++) {
+        int lo = (b[6 + j] & 0x0F) | (int)((qh >> j) & 1) << 4, hi = (b[6 + j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+        y[j] = (lo - 16) * d;
+        y[j + 16] = (hi - 16) * d;
+    }
+}
+
+static void dequantize_q4_k(float *y, const uint8_t *b, int len) {
+    (void)len; // always a whole super-block
+    float d = half_at(b), dmin = half_at(b + 2);
+    const uint8_t *q = b + 16;
+    for (int j = 0; j < 8; j += 2, q += 32, y += 64) {
+        int sc0, m0, sc1, m1;
+        k4_scale_min(b + 4, j, &sc0, &m0);
+        k4_scale_min(b + 4, j + 1, &sc1, &m1);
+        float d0 = d * sc0, mm0 = dmin * m0, d1 = d * sc1, mm1 = dmin * m1;
+        for (int l = 0; l < 32; l++) {
+            y[l] = d0 * (q[l] & 0x0F) - mm0;
+            y[l + 32] = d1 * (q[l] >> 4) - mm1;
+        }
+    }
+}
+
+static void dequantize_q6_k(float *y, const uint8_t *b, int len) {
+    (void)len; // always a whole super-block
+    float d = half_at(b + 208);
+    for (int h = 0; h < 2; h++, y += 128) {
+        const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
+        const int8_t *sc = (const int8_t *)(b + 192 + 8 * h);
+        for (int l = 0; l < 32; l++) {
+            int is = l / 16;
+            int q0 = ((ql[l] & 0x0F) | ((qh[l] >> 0) & 3) << 4) - 32;
+            int q1 = ((ql[l + 32] & 0x0F) | ((qh[l] >> 2) & 3) << 4) - 32;
+            int q2 = ((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32;
+            int q3 = ((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32;
+            y[l] = d * sc[is] * q0;
+            y[l + 32] = d * sc[is + 2] * q1;
+            y[l + 64] = d * sc[is + 4] * q2;
+            y[l + 96] = d * sc[is + 6] * q3;
+        }
+    }
+}
+
 static void dequantize_int8_row(float *y, const uint8_t *b, int n) {
-    float s;
-    memcpy(&s, b, sizeof s);
+    float s = float_at(b);
     for (int j = 0; j < n; j++) y[j] = (int8_t)b[4 + j] * s;
 }
 
+// int4-gG groups and Q4_1 blocks: nibble * d + m, two roundings as ggml's dequantize_row_q4_1
 static void dequantize_int4_group(float *y, const uint8_t *b, int n) {
     float d = half_at(b), m = half_at(b + 2);
     int half = n / 2;
@@ -155,15 +258,17 @@ static void dequantize_int4_group(float *y, const uint8_t *b, int n) {
 static void copy_f32_out(float *y, const uint8_t *b, int n) { memcpy(y, b, (size_t)n * sizeof(float)); }
 
 // ---- the CPU's kernels per type ---------------------------------------------------------------
-// The CPU backend's dispatch: for each weight type it runs, a block's quantisation and
-// dequantisation, the row dot with fp32 x (decode) and, where one exists, the row dot with an
-// act-q8 row (the integer dot). The layouts themselves are the traits table's (dtype.h).
+// The CPU backend's dispatch: for each weight type it runs, a block's quantisation (NULL for the
+// read-only types) and dequantisation, the row dot with fp32 x and, where one exists, the row dot
+// with a quantised activation row (the integer dot) and that row's format. The layouts themselves
+// are the traits table's (dtype.h).
 
 typedef struct {
     void (*quantize_block)(uint8_t *b, const float *x, int len);
     void (*dequantize_block)(float *y, const uint8_t *b, int len);
     float (*dot)(DType t, const uint8_t *row, const float *x, int n);
     float (*int_dot)(const uint8_t *row, const uint8_t *xq, int n); // NULL: no integer dot
+    ActType act;                                                     // int_dot's activation format
 } CpuType;
 
 static const CpuType *cpu_type(DType t); // the table, after the kernels it names
@@ -179,9 +284,18 @@ static const CpuType *cpu_kernels(const char *what, DType t) {
     return k;
 }
 
+// The CPU's quantiser for t, or death saying why there is none.
+static const CpuType *cpu_quantizer(const char *what, DType t) {
+    const CpuType *kt = cpu_kernels(what, t);
+    if (!dtype_can_quantize(t) || !kt->quantize_block)
+        die("%s: the lab reads %s weights but cannot write them (it has no quantiser for them; "
+            "llama.cpp's llama-quantize makes them)", what, dtype_name(t));
+    return kt;
+}
+
 void quantize_row(DType t, void *dst, const float *src, int n) {
+    const CpuType *kt = cpu_quantizer("quantize_row", t);
     check_row("quantize_row", t, n);
-    const CpuType *kt = cpu_kernels("quantize_row", t);
     uint8_t *b = dst;
     int B = dtype_block_elems(t, n);
     for (int k = 0; k * B < n; k++) {
@@ -204,6 +318,7 @@ void dequantize_row(DType t, float *dst, const void *src, int n) {
 }
 
 void quantize_matrix(DType t, void *dst, const float *src, int rows, int cols) {
+    cpu_quantizer("quantize_matrix", t); // before any thread starts
     check_row("quantize_matrix", t, cols);
     size_t rb = dtype_row_bytes(t, cols);
     #pragma omp parallel for schedule(static)
@@ -221,11 +336,12 @@ void dequantize_matrix(DType t, float *dst, const void *src, int rows, int cols)
 // ---- SIMD: 16 weights at a time -------------------------------------------------------------
 // The width follows vec.h's VEC_BITS (512: AVX-512, 256: AVX2 + FMA, 32: scalar), so the
 // narrower builds of make test run the narrower paths on a wider machine.
-// Every kernel below is written once over four primitives: 16 int8 codes (loaded, or the low or
-// high nibbles of 16 bytes minus a bias), and 16-lane vectors with p += codes * x, s += x (the
-// sums of a block) and acc += p * d (a block's sum scaled into the row's total). A block's
-// products chain only within the block; the accumulator takes one FMA per block, so the loads
-// and conversions of consecutive blocks overlap. Each target implements the primitives.
+// Every float-dot kernel below is written once over a few primitives: 16 int8 codes (loaded, the
+// low or high nibbles of 16 bytes minus a bias, Q5_0's nibbles with their fifth bits, Q6_K's
+// nibbles with their two high bits), and 16-lane vectors with p += codes * x, s += x (the sums of
+// a block) and acc += p * d (a block's sum scaled into the row's total). A block's products chain
+// only within the block; the accumulator takes one FMA per block, so the loads and conversions of
+// consecutive blocks overlap. Each target implements the primitives.
 
 #if VEC_BITS == 512
 #define SIMD_NAME "avx512"
@@ -287,13 +403,36 @@ static inline Vec vec_scale_add(Vec acc, Vec p, float d) {
 #endif
 
 #if VEC_BITS == 512 || (VEC_BITS == 256 && defined(__AVX2__) && defined(__FMA__))
+#define CODES_SIMD 1
 static inline Codes codes_i8(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)p); }
-static inline Codes codes_nibbles(const uint8_t *p, int high, int bias) {
+// (p[i] >> 4 high) & 15
+static inline __m128i nibbles16(const uint8_t *p, int high) {
     __m128i b = _mm_loadu_si128((const __m128i *)p);
     if (high) b = _mm_srli_epi16(b, 4);
-    return _mm_sub_epi8(_mm_and_si128(b, _mm_set1_epi8(0x0F)), _mm_set1_epi8((char)bias));
+    return _mm_and_si128(b, _mm_set1_epi8(0x0F));
+}
+static inline Codes codes_nibbles(const uint8_t *p, int high, int bias) {
+    return _mm_sub_epi8(nibbles16(p, high), _mm_set1_epi8((char)bias));
+}
+// 16 bytes, byte i = 0x10 where bit i of bits16 is set, else 0
+static inline __m128i bits16_to_0x10(uint32_t bits16) {
+    const __m128i spread = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m128i bit = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+    __m128i b = _mm_and_si128(_mm_shuffle_epi8(_mm_cvtsi32_si128((int)bits16), spread), bit);
+    return _mm_and_si128(_mm_cmpeq_epi8(b, bit), _mm_set1_epi8(0x10));
+}
+// Q5_0's 16 weights of one half: nibbles | fifth bits << 4, minus 16
+static inline Codes codes_q5(const uint8_t *qs, uint32_t qh, int high) {
+    __m128i hb = bits16_to_0x10(high ? qh >> 16 : qh & 0xFFFF);
+    return _mm_sub_epi8(_mm_or_si128(nibbles16(qs, high), hb), _mm_set1_epi8(16));
+}
+// Q6_K: ((ql >> 4 high) & 15) | ((qh >> shift) & 3) << 4, minus 32, for 16 weights
+static inline Codes codes_q6(const uint8_t *ql, const uint8_t *qh, int high, int shift) {
+    __m128i h = _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128((const __m128i *)qh), shift), _mm_set1_epi8(3));
+    return _mm_sub_epi8(_mm_or_si128(nibbles16(ql, high), _mm_slli_epi16(h, 4)), _mm_set1_epi8(32));
 }
 #else
+#define CODES_SIMD 0
 static inline Codes codes_i8(const uint8_t *p) {
     Codes c;
     memcpy(c.v, p, 16);
@@ -302,6 +441,17 @@ static inline Codes codes_i8(const uint8_t *p) {
 static inline Codes codes_nibbles(const uint8_t *p, int high, int bias) {
     Codes c;
     for (int i = 0; i < 16; i++) c.v[i] = (int8_t)(((high ? p[i] >> 4 : p[i]) & 0x0F) - bias);
+    return c;
+}
+static inline Codes codes_q5(const uint8_t *qs, uint32_t qh, int high) {
+    Codes c;
+    for (int i = 0; i < 16; i++)
+        c.v[i] = (int8_t)((((high ? qs[i] >> 4 : qs[i]) & 0x0F) | (int)((qh >> (i + 16 * high)) & 1) << 4) - 16);
+    return c;
+}
+static inline Codes codes_q6(const uint8_t *ql, const uint8_t *qh, int high, int shift) {
+    Codes c;
+    for (int i = 0; i < 16; i++) c.v[i] = (int8_t)((((high ? ql[i] >> 4 : ql[i]) & 0x0F) | ((qh[i] >> shift) & 3) << 4) - 32);
     return c;
 }
 #endif
@@ -328,10 +478,57 @@ static float dot_q4_0(DType t, const uint8_t *b, const float *x, int n) {
     return vec_sum(acc);
 }
 
+static float dot_q5_0(DType t, const uint8_t *b, const float *x, int n) {
+    (void)t;
+    Vec acc = vec_zero();
+    for (int k = 0; k < n / 32; k++, b += 22, x += 32) {
+        uint32_t qh = u32_at(b + 2);
+        Vec p = vec_dot16(vec_dot16(vec_zero(), codes_q5(b + 6, qh, 0), x), codes_q5(b + 6, qh, 1), x + 16);
+        acc = vec_scale_add(acc, p, half_at(b));
+    }
+    return vec_sum(acc);
+}
+
+// sum over a sub-block of (d sc q - dmin m) x = (d sc) * sum q x - (dmin m) * sum x
+static float dot_q4_k(DType t, const uint8_t *b, const float *x, int n) {
+    (void)t;
+    Vec acc = vec_zero(), acc_m = vec_zero();
+    for (int k = 0; k < n / QK; k++, b += Q4K_BYTES) {
+        float d = half_at(b), dmin = half_at(b + 2);
+        for (int j = 0; j < 8; j++, x += 32) {
+            const uint8_t *q = b + 16 + 32 * (j / 2);
+            int sc, m, high = j & 1;
+            k4_scale_min(b + 4, j, &sc, &m);
+            Vec p = vec_dot16(vec_dot16(vec_zero(), codes_nibbles(q, high, 0), x), codes_nibbles(q + 16, high, 0), x + 16);
+            acc = vec_scale_add(acc, p, d * sc);
+            acc_m = vec_scale_add(acc_m, vec_add16(vec_add16(vec_zero(), x), x + 16), dmin * m);
+        }
+    }
+    return vec_sum(acc) - vec_sum(acc_m);
+}
+
+// 16 weights at a time, each 16 with its scale: sum (d sc) * sum (q - 32) x
+static float dot_q6_k(DType t, const uint8_t *b, const float *x, int n) {
+    (void)t;
+    Vec acc = vec_zero();
+    for (int k = 0; k < n / QK; k++, b += Q6K_BYTES) {
+        float d = half_at(b + 208);
+        for (int h = 0; h < 2; h++, x += 128) {
+            const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
+            const int8_t *sc = (const int8_t *)(b + 192 + 8 * h);
+            for (int c = 0; c < 4; c++)
+                for (int g = 0; g < 2; g++) {
+                    Codes q = codes_q6(ql + 32 * (c & 1) + 16 * g, qh + 16 * g, c >> 1, 2 * c);
+                    acc = vec_scale_add(acc, vec_dot16(vec_zero(), q, x + 32 * c + 16 * g), d * sc[2 * c + g]);
+                }
+        }
+    }
+    return vec_sum(acc);
+}
+
 static float dot_int8(DType t, const uint8_t *b, const float *x, int n) {
     (void)t;
-    float s;
-    memcpy(&s, b, sizeof s);
+    float s = float_at(b);
     const uint8_t *q = b + 4;
     Vec p0 = vec_zero(), p1 = vec_zero(); // one scale for the row: two chains of products
     int j = 0;
@@ -344,7 +541,7 @@ static float dot_int8(DType t, const uint8_t *b, const float *x, int n) {
     return s * (vec_sum(p0) + vec_sum(p1) + tail);
 }
 
-// sum over a group of (q d + m) x = d * sum q x + m * sum x
+// int4-gG groups and Q4_1 blocks: sum over a group of (q d + m) x = d * sum q x + m * sum x
 static float dot_int4(DType t, const uint8_t *b, const float *x, int n) {
     int G = dtype_block_elems(t, n);
     Vec acc = vec_zero(), acc_m = vec_zero();
@@ -374,78 +571,263 @@ static float dot_plain_f32(DType t, const uint8_t *row, const float *x, int n) {
 
 float dot_row(DType t, const void *row, const float *x, int n) { return cpu_kernels("dot_row", t)->dot(t, row, x, n); }
 
-// ---- integer dot products: q8_0 / int8 weights times an int8 activation row ----------------
-// llama.cpp's q8_0 x q8_0 scheme: the activation row is quantised once per matmul (quant.h's
-// act-q8 blocks), so a block of 32 weights costs 32 int8 x int8 products summed exactly in int32
-// and one FMA by the two scales. x86 multiplies unsigned by signed bytes (VNNI's dpbusd, AVX2's
-// maddubs), so the products are taken as |w| times x carrying w's sign; |-128| = 128 fits an
-// unsigned byte and x's codes lie in [-127, 127], so nothing overflows or saturates (maddubs'
-// int16 pair sums stay within 2 * 128 * 127).
+// ---- activation formats: ggml's vec_dot types (layouts in quant.h) ---------------------------
 
-#define ACT_BLOCK 32
-#define ACT_BLOCK_BYTES (sizeof(float) + ACT_BLOCK) // { float d; int8 q[32] }
+enum { Q8_0_BYTES = 34, Q8_1_BYTES = 36, Q8_K_BYTES = 292 };
 
-size_t act_q8_row_bytes(int n) { return (size_t)((n + ACT_BLOCK - 1) / ACT_BLOCK) * ACT_BLOCK_BYTES; }
-
-void quantize_act_row(void *dst, const float *x, int n) {
-    uint8_t *b = dst;
-    for (int k = 0; k * ACT_BLOCK < n; k++, b += ACT_BLOCK_BYTES) {
-        int len = block_len(ACT_BLOCK, n, k);
-        const float *xb = x + (size_t)k * ACT_BLOCK;
-        float amax = 0.0f;
-        for (int j = 0; j < len; j++) amax = fmaxf(amax, fabsf(xb[j]));
-        float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
-        memcpy(b, &d, sizeof d);
-        for (int j = 0; j < ACT_BLOCK; j++) b[4 + j] = j < len ? (uint8_t)(int8_t)roundf(xb[j] * id) : 0;
+const char *act_type_name(ActType a) {
+    switch (a) {
+    case ACT_Q8_0: return "q8_0";
+    case ACT_Q8_1: return "q8_1";
+    case ACT_Q8_K: return "q8_k";
+    default: return "none";
     }
 }
 
-static inline float act_scale(const uint8_t *b) {
-    float d;
-    memcpy(&d, b, sizeof d);
-    return d;
+static void check_act(const char *what, ActType a) {
+    if (a != ACT_Q8_0 && a != ACT_Q8_1 && a != ACT_Q8_K) die("%s: %d is not an activation format", what, (int)a);
 }
 
-// IAcc: a row's running sum; iacc_block adds d * sum_j w[j] x[j] over one block of 32 codes.
+int act_block_elems(ActType a) {
+    check_act("act_block_elems", a);
+    return a == ACT_Q8_K ? QK : 32;
+}
+
+size_t act_row_bytes(ActType a, int n) {
+    check_act("act_row_bytes", a);
+    int B = act_block_elems(a);
+    size_t bytes = a == ACT_Q8_0 ? Q8_0_BYTES : a == ACT_Q8_1 ? Q8_1_BYTES : Q8_K_BYTES;
+    return n > 0 ? (size_t)((n + B - 1) / B) * bytes : 0;
+}
+
+// An int8 code from v, rounded half to even as x86's _mm256_round_ps(v, _MM_ROUND_NEAREST) and
+// ggml's nearest_int do. The clamp to [-127, 127] changes no finite input of the formats below
+// (|v| <= 127 up to rounding) and keeps a NaN or infinite one (from a NaN or inf activation)
+// from being an undefined conversion.
+static inline int8_t round_code(float v) {
+    v = v < 127.0f ? v : 127.0f; // NaN -> 127
+    v = v > -127.0f ? v : -127.0f;
+    return (int8_t)rintf(v);
+}
+
+// Q8_0 (q at b + 2) and Q8_1 (s at b + 2, q at b + 4): ggml-cpu's x86 quantize_row_q8_0 / _q8_1
+// (AVX and AVX2 builds: id = 127 / amax, codes rounded half to even; its scalar _ref builds use
+// 1 / d and roundf, which can differ by a code on ties); a short last block is zero-padded.
+static void act_q8_block(uint8_t *b, const float *x, int len, int with_sum) {
+    float amax = 0.0f;
+    for (int j = 0; j < len; j++) amax = fmaxf(amax, fabsf(x[j]));
+    float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int8_t *q = (int8_t *)(b + (with_sum ? 4 : 2));
+    int sum = 0;
+    for (int j = 0; j < 32; j++) {
+        q[j] = j < len ? round_code(x[j] * id) : 0;
+        sum += q[j];
+    }
+    put_half(b, d);
+    if (with_sum) put_half(b + 2, d * (float)sum);
+}
+
+// Q8_K: ggml's quantize_row_q8_K_ref (which ggml-cpu's quantize_row_q8_K is on x86).
+static void act_q8_k_block(uint8_t *b, const float *x, int len) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < len; j++)
+        if (fabsf(x[j]) > amax) amax = fabsf(x[j]), max = x[j];
+    int8_t *q = (int8_t *)(b + 4);
+    int16_t bsums[16] = {0};
+    float d = 0.0f;
+    if (amax != 0.0f) {
+        float iscale = -127.0f / max;
+        for (int j = 0; j < QK; j++) q[j] = j < len ? round_code(iscale * x[j]) : 0;
+        for (int j = 0; j < QK; j++) bsums[j / 16] = (int16_t)(bsums[j / 16] + q[j]);
+        d = 1.0f / iscale;
+    } else {
+        memset(q, 0, QK);
+    }
+    memcpy(b, &d, sizeof d);
+    memcpy(b + 4 + QK, bsums, sizeof bsums);
+}
+
+void quantize_act_row(ActType a, void *dst, const float *x, int n) {
+    uint8_t *b = dst;
+    int B = act_block_elems(a);
+    size_t bytes = act_row_bytes(a, B);
+    for (int k = 0; k * B < n; k++, b += bytes) {
+        int len = block_len(B, n, k);
+        const float *xb = x + (size_t)k * B;
+        if (a == ACT_Q8_K) act_q8_k_block(b, xb, len);
+        else act_q8_block(b, xb, len, a == ACT_Q8_1);
+    }
+}
+
+// ---- integer dot products: a stored row times a quantised activation row --------------------
+// One mechanism serves every type: a block's (or sub-block's) weight codes are unpacked to 32
+// int8 with SIMD (I8x32), then isum_add multiplies them with the activation's 32 int8 codes and
+// adds the products, exactly, into 8 int32 lanes (ISum; lane k takes codes 4k .. 4k + 3, as
+// ggml's mul_sum_i8_pairs does), each half of 16 codes times its own integer scale where the
+// format has one (Q4_K's per 32, Q6_K's per 16). facc_fma adds ISum's lanes times a block's fp32
+// scale into 8 fp32 lanes (FAcc), summed at the end. x86 multiplies unsigned by signed bytes
+// (VNNI's dpbusd, AVX2's maddubs), so the products are taken as |w| times x carrying w's sign;
+// |-128| = 128 fits an unsigned byte and the activation codes lie in [-127, 127], so nothing
+// overflows or saturates (maddubs' int16 pair sums stay within 2 * 128 * 127; a lane of a
+// super-block within 8 * 4 * 128 * 32 * 127 < 2^31).
+//
+// The VNNI forms at VEC_BITS 512 (AVX512-VNNI, else AVX-VNNI), and AVX-VNNI on a 256-bit machine
+// without AVX-512; otherwise AVX2's maddubs, so the 256-bit build of make test runs maddubs on an
+// AVX-512 machine. Lanes, scales and sums are ggml-cpu's x86 kernels' (quant.h), so the SIMD builds
+// round as llama.cpp's vec_dot does. The scalar build sums each block in one int32 and adds
+// d * sum in fp32, the same integers in another float order.
+
 #if VEC_BITS >= 256 && defined(__AVX2__) && defined(__FMA__)
 #if VEC_BITS == 512 && defined(__AVX512VNNI__) && defined(__AVX512VL__)
 #define INT_DOT_NAME "avx512-vnni"
+#define INT_DOT_VNNI 1
 static inline __m256i dot_u8s8(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
-#elif defined(__AVXVNNI__)
+#elif defined(__AVXVNNI__) && (VEC_BITS == 512 || !defined(__AVX512F__))
 #define INT_DOT_NAME "avx-vnni"
+#define INT_DOT_VNNI 1
 static inline __m256i dot_u8s8(__m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s); }
 #else
 #define INT_DOT_NAME "avx2"
-static inline __m256i dot_u8s8(__m256i u, __m256i s) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-}
+#define INT_DOT_VNNI 0
 #endif
 #define INT_DOT_SIMD 1
-typedef __m256 IAcc;
-static inline IAcc iacc_zero(void) { return _mm256_setzero_ps(); }
-static inline IAcc iacc_block(IAcc acc, const uint8_t *w, const uint8_t *x, float d) {
-    __m256i wv = _mm256_loadu_si256((const __m256i *)w), xv = _mm256_loadu_si256((const __m256i *)x);
-    __m256i p = dot_u8s8(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv)); // 8 int32 sums of 4
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d), acc);
+typedef __m256i I8x32;
+typedef __m256i ISum;
+typedef __m256 FAcc;
+static inline I8x32 i8_load(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+// 16 bytes of nibble pairs: codes 0..15 the low nibbles, 16..31 the high ones, minus bias
+static inline I8x32 i8_nibble_pairs(const uint8_t *p, int bias) {
+    __m128i b = _mm_loadu_si128((const __m128i *)p), m = _mm_set1_epi8(0x0F);
+    __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
+    return _mm256_sub_epi8(v, _mm256_set1_epi8((char)bias));
 }
-static inline float iacc_sum(IAcc a) {
-    __m128 q = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+// the low (high = 0) or high nibbles of 32 bytes
+static inline I8x32 i8_nibbles(const uint8_t *p, int high) {
+    __m256i b = i8_load(p);
+    if (high) b = _mm256_srli_epi16(b, 4);
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
+}
+// Q5_0: nibble pairs | bit j of qh << 4, minus 16
+static inline I8x32 i8_q5(const uint8_t *qs, const uint8_t *qh) {
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)u32_at(qh)), spread), bit);
+    __m256i hi = _mm256_and_si256(_mm256_cmpeq_epi8(b, bit), _mm256_set1_epi8(0x10));
+    return _mm256_sub_epi8(_mm256_or_si256(i8_nibble_pairs(qs, 0), hi), _mm256_set1_epi8(16));
+}
+// Q6_K's unsigned codes 0..63, ((ql >> 4 high) & 15) | ((qh >> shift) & 3) << 4, for 32 weights
+// (the -32 is taken off the sums: isum_sub_q6_offset)
+static inline I8x32 i8_q6(const uint8_t *ql, const uint8_t *qh, int high, int shift) {
+    __m256i h = _mm256_and_si256(_mm256_srli_epi16(i8_load(qh), shift), _mm256_set1_epi8(3));
+    return _mm256_or_si256(i8_nibbles(ql, high), _mm256_slli_epi16(h, 4));
+}
+static inline ISum isum_zero(void) { return _mm256_setzero_si256(); }
+// s + sc_lo * (codes 0..15 . x) + sc_hi * (codes 16..31 . x), lane by lane (one = 1: no scales)
+static inline ISum isum_add(ISum s, I8x32 w, const uint8_t *x, int sc_lo, int sc_hi, int one) {
+    __m256i xv = i8_load(x), u = _mm256_sign_epi8(w, w), v = _mm256_sign_epi8(xv, w);
+#if INT_DOT_VNNI
+    __m256i p = dot_u8s8(u, v); // lanes 0..3: codes 0..15, lanes 4..7: codes 16..31
+    if (!one) p = _mm256_mullo_epi32(p, _mm256_setr_epi32(sc_lo, sc_lo, sc_lo, sc_lo, sc_hi, sc_hi, sc_hi, sc_hi));
+#else
+    __m256i sc = one ? _mm256_set1_epi16(1) : _mm256_set_m128i(_mm_set1_epi16((short)sc_hi), _mm_set1_epi16((short)sc_lo));
+    __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, v), sc);
+#endif
+    return _mm256_add_epi32(s, p);
+}
+// Q6_K's offset: lane k -= 32 * (bsums[2k] scales[2k] + bsums[2k + 1] scales[2k + 1])
+static inline ISum isum_sub_q6_offset(ISum s, const uint8_t *bsums, const int8_t *scales) {
+    __m256i b = _mm256_loadu_si256((const __m256i *)bsums), sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)scales));
+    return _mm256_sub_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(b, sc), 5));
+}
+static inline FAcc facc_zero(void) { return _mm256_setzero_ps(); }
+static inline FAcc facc_fma(FAcc acc, ISum s, float d) { return _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(s), acc); }
+static inline float facc_sum(FAcc a) {
+    __m128 q = _mm_add_ps(_mm256_extractf128_ps(a, 1), _mm256_castps256_ps128(a));
     q = _mm_add_ps(q, _mm_movehl_ps(q, q));
     q = _mm_add_ss(q, _mm_movehdup_ps(q));
     return _mm_cvtss_f32(q);
 }
+// Q4_K's min terms: 4 fp32 lanes, lane l += d * (m[2l] B[2l] + m[2l + 1] B[2l + 1]), as ggml's
+typedef __m128 MAcc;
+static inline MAcc macc_zero(void) { return _mm_setzero_ps(); }
+static inline MAcc macc_fma(MAcc acc, const int32_t p[4], float d) {
+    return _mm_fmadd_ps(_mm_set1_ps(d), _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)p)), acc);
+}
+static inline float macc_sum(MAcc a) {
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    return _mm_cvtss_f32(_mm_add_ss(a, _mm_movehdup_ps(a)));
+}
 #else
 #define INT_DOT_NAME "scalar"
 #define INT_DOT_SIMD 0
-typedef float IAcc;
-static inline IAcc iacc_zero(void) { return 0.0f; }
-static inline IAcc iacc_block(IAcc acc, const uint8_t *w, const uint8_t *x, float d) {
-    int32_t sum = 0;
-    for (int j = 0; j < ACT_BLOCK; j++) sum += (int8_t)w[j] * (int8_t)x[j];
-    return acc + d * (float)sum;
+typedef struct { int8_t v[32]; } I8x32;
+typedef int32_t ISum;
+typedef float FAcc;
+static inline I8x32 i8_load(const uint8_t *p) {
+    I8x32 c;
+    memcpy(c.v, p, 32);
+    return c;
 }
-static inline float iacc_sum(IAcc a) { return a; }
+static inline I8x32 i8_nibble_pairs(const uint8_t *p, int bias) {
+    I8x32 c;
+    for (int j = 0; j < 16; j++) c.v[j] = (int8_t)((p[j] & 0x0F) - bias), c.v[j + 16] = (int8_t)((p[j] >> 4) - bias);
+    return c;
+}
+static inline I8x32 i8_nibbles(const uint8_t *p, int high) {
+    I8x32 c;
+    for (int j = 0; j < 32; j++) c.v[j] = (int8_t)((high ? p[j] >> 4 : p[j]) & 0x0F);
+    return c;
+}
+static inline I8x32 i8_q5(const uint8_t *qs, const uint8_t *qh) {
+    I8x32 c = i8_nibble_pairs(qs, 0);
+    uint32_t bits = u32_at(qh);
+    for (int j = 0; j < 32; j++) c.v[j] = (int8_t)((c.v[j] | (int)((bits >> j) & 1) << 4) - 16);
+    return c;
+}
+static inline I8x32 i8_q6(const uint8_t *ql, const uint8_t *qh, int high, int shift) {
+    I8x32 c;
+    for (int j = 0; j < 32; j++) c.v[j] = (int8_t)(((high ? ql[j] >> 4 : ql[j]) & 0x0F) | ((qh[j] >> shift) & 3) << 4);
+    return c;
+}
+// The sum of 16 int8 x int8 products. GCC 12 (12.2) vectorises such a sum with VNNI's vpdpbusd
+// where the target has it, which multiplies unsigned by signed bytes: wrong for every negative
+// weight (this build on an AVX-512 VNNI machine summed garbage; test_quant_vec32 caught it). So
+// the loop stays scalar under GCC: this is the scalar build's path, its speed secondary.
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((noinline, optimize("no-tree-vectorize")))
 #endif
+static int32_t dot_i8x16(const int8_t *w, const uint8_t *x) {
+    int32_t sum = 0;
+    for (int j = 0; j < 16; j++) sum += w[j] * (int8_t)x[j];
+    return sum;
+}
+static inline ISum isum_zero(void) { return 0; }
+static inline ISum isum_add(ISum s, I8x32 w, const uint8_t *x, int sc_lo, int sc_hi, int one) {
+    (void)one;
+    return s + sc_lo * dot_i8x16(w.v, x) + sc_hi * dot_i8x16(w.v + 16, x + 16);
+}
+// (in uint32, wrapping as the SIMD lanes do, where bsums are not our quantiser's: no overflow UB)
+static inline ISum isum_sub_q6_offset(ISum s, const uint8_t *bsums, const int8_t *scales) {
+    int64_t off = 0;
+    for (int i = 0; i < 16; i++) {
+        int16_t b;
+        memcpy(&b, bsums + 2 * i, 2);
+        off += b * scales[i];
+    }
+    return (ISum)((uint32_t)s - 32u * (uint32_t)off);
+}
+static inline FAcc facc_zero(void) { return 0.0f; }
+static inline FAcc facc_fma(FAcc acc, ISum s, float d) { return acc + d * (float)s; }
+static inline float facc_sum(FAcc a) { return a; }
+typedef float MAcc;
+static inline MAcc macc_zero(void) { return 0.0f; }
+static inline MAcc macc_fma(MAcc acc, const int32_t p[4], float d) { return acc + d * (float)(p[0] + p[1] + p[2] + p[3]); }
+static inline float macc_sum(MAcc a) { return a; }
+#endif
+
+// one block of 32 codes against 32 activation codes, no scales
+static inline ISum isum_block(I8x32 w, const uint8_t *x) { return isum_add(isum_zero(), w, x, 1, 1, 1); }
 
 const char *quant_int_dot_name(void) { return INT_DOT_NAME; }
 
@@ -457,39 +839,112 @@ int quant_int_dot_enable(int on) {
     return was;
 }
 
+// Q8_0 / Q4_0 / Q5_0 weights x Q8_0 activations: sumf += (d_w * d_a) * sumi
 static float int_dot_q8_0(const uint8_t *b, const uint8_t *xq, int n) {
-    IAcc acc = iacc_zero();
-    for (int k = 0; k < n / 32; k++, b += 34, xq += ACT_BLOCK_BYTES)
-        acc = iacc_block(acc, b + 2, xq + 4, half_at(b) * act_scale(xq));
-    return iacc_sum(acc);
+    FAcc acc = facc_zero();
+    for (int k = 0; k < n / 32; k++, b += 34, xq += Q8_0_BYTES)
+        acc = facc_fma(acc, isum_block(i8_load(b + 2), xq + 2), half_at(b) * half_at(xq));
+    return facc_sum(acc);
 }
 
-static float int_dot_int8(const uint8_t *b, const uint8_t *xq, int n) {
-    float s;
-    memcpy(&s, b, sizeof s);
-    const uint8_t *q = b + 4;
-    IAcc acc = iacc_zero();
-    int k = 0;
-    for (; (k + 1) * ACT_BLOCK <= n; k++, xq += ACT_BLOCK_BYTES)
-        acc = iacc_block(acc, q + k * ACT_BLOCK, xq + 4, act_scale(xq));
-    float sum = iacc_sum(acc);
-    if (k * ACT_BLOCK < n) { // a row's last, shorter block (its activation codes are zero-padded)
-        int32_t tail = 0;
-        for (int j = k * ACT_BLOCK; j < n; j++) tail += (int8_t)q[j] * (int8_t)xq[4 + j - k * ACT_BLOCK];
-        sum += act_scale(xq) * (float)tail;
+static float int_dot_q4_0(const uint8_t *b, const uint8_t *xq, int n) {
+    FAcc acc = facc_zero();
+    for (int k = 0; k < n / 32; k++, b += 18, xq += Q8_0_BYTES)
+        acc = facc_fma(acc, isum_block(i8_nibble_pairs(b + 2, 8), xq + 2), half_at(b) * half_at(xq));
+    return facc_sum(acc);
+}
+
+static float int_dot_q5_0(const uint8_t *b, const uint8_t *xq, int n) {
+    FAcc acc = facc_zero();
+    for (int k = 0; k < n / 32; k++, b += 22, xq += Q8_0_BYTES)
+        acc = facc_fma(acc, isum_block(i8_q5(b + 6, b + 2), xq + 2), half_at(b) * half_at(xq));
+    return facc_sum(acc);
+}
+
+// Q4_1 x Q8_1: sumf += (d_w * d_a) * sumi + m_w * s_a (the m terms summed apart, added at the end)
+static float int_dot_q4_1(const uint8_t *b, const uint8_t *xq, int n) {
+    FAcc acc = facc_zero();
+    float summs = 0.0f;
+    for (int k = 0; k < n / 32; k++, b += 20, xq += Q8_1_BYTES) {
+        summs += half_at(b + 2) * half_at(xq + 2);
+        acc = facc_fma(acc, isum_block(i8_nibble_pairs(b + 4, 0), xq + 4), half_at(b) * half_at(xq));
     }
-    return s * sum;
+    return facc_sum(acc) + summs;
+}
+
+// The lab's int8 rows x Q8_0 activations: s * sum_k d_a,k * sumi_k; a row's last, shorter block
+// goes through a zero-padded copy (its activation codes are zero-padded too).
+static float int_dot_int8(const uint8_t *b, const uint8_t *xq, int n) {
+    float s = float_at(b);
+    const uint8_t *q = b + 4;
+    FAcc acc = facc_zero();
+    int k = 0;
+    for (; (k + 1) * 32 <= n; k++, xq += Q8_0_BYTES) acc = facc_fma(acc, isum_block(i8_load(q + k * 32), xq + 2), half_at(xq));
+    if (k * 32 < n) {
+        uint8_t last[32] = {0};
+        memcpy(last, q + k * 32, (size_t)(n - k * 32));
+        acc = facc_fma(acc, isum_block(i8_load(last), xq + 2), half_at(xq));
+    }
+    return s * facc_sum(acc);
+}
+
+// Q4_K x Q8_K per super-block: sumf += (d_a * d) * sum_j sc_j sumi_j - (d_a * dmin) * sum_j m_j bsum_j,
+// bsum_j = bsums[2j] + bsums[2j + 1] (the min terms in MAcc's lanes, pairs of sub-blocks, as ggml's)
+static float int_dot_q4_k(const uint8_t *b, const uint8_t *xq, int n) {
+    FAcc acc = facc_zero();
+    MAcc acc_m = macc_zero();
+    for (int k = 0; k < n / QK; k++, b += Q4K_BYTES, xq += Q8_K_BYTES) {
+        float da = float_at(xq);
+        const uint8_t *q8 = xq + 4;
+        int16_t bsums[16];
+        memcpy(bsums, xq + 4 + QK, sizeof bsums);
+        ISum s = isum_zero();
+        int32_t mb[4] = {0};
+        for (int j = 0; j < 8; j++) {
+            int sc, m;
+            k4_scale_min(b + 4, j, &sc, &m);
+            s = isum_add(s, i8_nibbles(b + 16 + 32 * (j / 2), j & 1), q8 + 32 * j, sc, sc, 0);
+            mb[j / 2] += m * (bsums[2 * j] + bsums[2 * j + 1]);
+        }
+        acc = facc_fma(acc, s, da * half_at(b));
+        acc_m = macc_fma(acc_m, mb, -da * half_at(b + 2));
+    }
+    return facc_sum(acc) + macc_sum(acc_m);
+}
+
+// Q6_K x Q8_K per super-block: sumf += (d_a * d) * sum_i scales_i * sum_{16 of i} (code - 32) q,
+// the products taken on the unsigned codes and 32 * sum_i scales_i bsums_i taken off each lane
+// pair's share, as ggml's AVX2 kernel does (the same integers, in the same fp32 lanes).
+static float int_dot_q6_k(const uint8_t *b, const uint8_t *xq, int n) {
+    FAcc acc = facc_zero();
+    for (int k = 0; k < n / QK; k++, b += Q6K_BYTES, xq += Q8_K_BYTES) {
+        const uint8_t *q8 = xq + 4;
+        ISum s = isum_zero();
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
+            const int8_t *sc = (const int8_t *)(b + 192 + 8 * h);
+            for (int c = 0; c < 4; c++)
+                s = isum_add(s, i8_q6(ql + 32 * (c & 1), qh, c >> 1, 2 * c), q8 + 128 * h + 32 * c, sc[2 * c], sc[2 * c + 1], 0);
+        }
+        s = isum_sub_q6_offset(s, xq + 4 + QK, (const int8_t *)(b + 192));
+        acc = facc_fma(acc, s, float_at(xq) * half_at(b + 208));
+    }
+    return facc_sum(acc);
 }
 
 // clang-format off
 static const CpuType CPU_TYPES[DTYPE_COUNT] = {
-    [DTYPE_F32]     = {copy_f32_in,         copy_f32_out,          dot_plain_f32, NULL},
-    [DTYPE_Q8_0]    = {quantize_q8_0,       dequantize_q8_0,       dot_q8_0,      int_dot_q8_0},
-    [DTYPE_Q4_0]    = {quantize_q4_0,       dequantize_q4_0,       dot_q4_0,      NULL},
-    [DTYPE_I8]      = {quantize_int8_row,   dequantize_int8_row,   dot_int8,      int_dot_int8},
-    [DTYPE_I4_G32]  = {quantize_int4_group, dequantize_int4_group, dot_int4,      NULL},
-    [DTYPE_I4_G64]  = {quantize_int4_group, dequantize_int4_group, dot_int4,      NULL},
-    [DTYPE_I4_G128] = {quantize_int4_group, dequantize_int4_group, dot_int4,      NULL},
+    [DTYPE_F32]     = {copy_f32_in,         copy_f32_out,          dot_plain_f32, NULL,         ACT_NONE},
+    [DTYPE_Q8_0]    = {quantize_q8_0,       dequantize_q8_0,       dot_q8_0,      int_dot_q8_0, ACT_Q8_0},
+    [DTYPE_Q4_0]    = {quantize_q4_0,       dequantize_q4_0,       dot_q4_0,      int_dot_q4_0, ACT_Q8_0},
+    [DTYPE_Q4_1]    = {quantize_int4_group, dequantize_int4_group, dot_int4,      int_dot_q4_1, ACT_Q8_1},
+    [DTYPE_Q5_0]    = {quantize_q5_0,       dequantize_q5_0,       dot_q5_0,      int_dot_q5_0, ACT_Q8_0},
+    [DTYPE_Q4_K]    = {NULL,                dequantize_q4_k,       dot_q4_k,      int_dot_q4_k, ACT_Q8_K},
+    [DTYPE_Q6_K]    = {NULL,                dequantize_q6_k,       dot_q6_k,      int_dot_q6_k, ACT_Q8_K},
+    [DTYPE_I8]      = {quantize_int8_row,   dequantize_int8_row,   dot_int8,      int_dot_int8, ACT_Q8_0},
+    [DTYPE_I4_G32]  = {quantize_int4_group, dequantize_int4_group, dot_int4,      NULL,         ACT_NONE},
+    [DTYPE_I4_G64]  = {quantize_int4_group, dequantize_int4_group, dot_int4,      NULL,         ACT_NONE},
+    [DTYPE_I4_G128] = {quantize_int4_group, dequantize_int4_group, dot_int4,      NULL,         ACT_NONE},
     // fp16 / bf16: no CPU kernels (the CUDA backend runs them)
 };
 // clang-format on
@@ -501,18 +956,23 @@ static const CpuType *cpu_type(DType t) {
 
 int dtype_has_int_dot(DType t) { return cpu_type(t)->int_dot != NULL; }
 
+ActType quant_act_type(DType t) { return cpu_type(t)->int_dot ? cpu_type(t)->act : ACT_NONE; }
+
 float dot_row_int(DType t, const void *row, const void *xq, int n) {
     if (!dtype_has_int_dot(t)) die("dot_row_int: %s weights have no integer dot", dtype_name(t));
+    check_row("dot_row_int", t, n);
     return cpu_type(t)->int_dot(row, xq, n);
 }
 
 // ---- matmul on typed weights ------------------------------------------------------------------
 
-#define TILE_FLOATS (1 << 16)   // prefill: weight rows dequantised per sgemm, ~256 KB (L2)
+#define TILE_FLOATS (1 << 16) // prefill's float path: weight rows dequantised per sgemm, ~256 KB (L2)
+#define INT_TILE_ROWS 16      // prefill's integer path: weight rows per task, dotted 16 input rows at a time
 
 size_t matmul_typed_scratch_bytes(DType t, int R, int cols) {
-    if (!dtype_is_quantized(t)) return 0;
-    size_t act = dtype_has_int_dot(t) ? (size_t)(R < MATVEC_MAX_ROWS ? R : MATVEC_MAX_ROWS) * act_q8_row_bytes(cols) : 0;
+    if (!dtype_is_quantized(t) || R <= 0 || cols <= 0) return 0;
+    ActType a = quant_act_type(t);
+    size_t act = a != ACT_NONE ? (size_t)R * act_row_bytes(a, cols) : 0;
     if (R <= MATVEC_MAX_ROWS) return act;
     size_t tile = (size_t)(cols > TILE_FLOATS ? cols : TILE_FLOATS) * sizeof(float);
     return tile > act ? tile : act;
@@ -532,23 +992,35 @@ static void add_outlier_columns(float *out, const float *x, const Tensor *w, int
     });
 }
 
-// Decode rows: each weight row read once and dotted with every input row, in floats or, for
-// the types with an integer dot (when enabled), against the rows quantised to act-q8 first.
-static void matvec_rows(float *out, const float *x, const Tensor *w, int R, void *scratch) {
+// The integer dot at any R: the input rows quantised once into scratch, then tasks of weight rows
+// (one row each for decode, INT_TILE_ROWS for prefill), each dotting its rows with the input rows
+// MATVEC_MAX_ROWS at a time, so a weight row stays in cache across a block of input rows. Every
+// output is one int_dot call, whatever the loop order: prefill rows equal decode rows bit for bit.
+static void matmul_int(float *out, const float *x, const Tensor *w, int R, void *scratch, const CpuType *kt) {
+    int n = w->cols, d = w->rows;
+    if (!scratch) die("matmul: %s weights' integer dot needs scratch", dtype_name(w->dtype));
+    const uint8_t *base = w->data;
+    size_t rb = dtype_row_bytes(w->dtype, n), xb = act_row_bytes(kt->act, n);
+    uint8_t *xq = scratch;
+    PARALLEL_FOR((double)R * n, schedule(static), for (int r = 0; r < R; r++) {
+        quantize_act_row(kt->act, xq + r * xb, x + (size_t)r * n, n);
+    });
+    int tile = R <= MATVEC_MAX_ROWS ? 1 : INT_TILE_ROWS, tasks = (d + tile - 1) / tile;
+    PARALLEL_FOR((double)R * n * d, schedule(static), for (int task = 0; task < tasks; task++) {
+        int i0 = task * tile, i1 = i0 + tile < d ? i0 + tile : d;
+        for (int r0 = 0; r0 < R; r0 += MATVEC_MAX_ROWS) {
+            int r1 = r0 + MATVEC_MAX_ROWS < R ? r0 + MATVEC_MAX_ROWS : R;
+            for (int i = i0; i < i1; i++)
+                for (int r = r0; r < r1; r++) out[(size_t)r * d + i] = kt->int_dot(base + i * rb, xq + r * xb, n);
+        }
+    });
+}
+
+// Decode rows in floats: each weight row read once and dotted with every input row.
+static void matvec_rows(float *out, const float *x, const Tensor *w, int R, const CpuType *kt) {
     int n = w->cols, d = w->rows;
     const uint8_t *base = w->data;
     size_t rb = dtype_row_bytes(w->dtype, n);
-    const CpuType *kt = cpu_kernels("matmul", w->dtype);
-    if (int_dot_enabled && kt->int_dot) {
-        if (!scratch) die("matmul: %s weights' integer dot needs scratch", dtype_name(w->dtype));
-        size_t xb = act_q8_row_bytes(n);
-        uint8_t *xq = scratch;
-        for (int r = 0; r < R; r++) quantize_act_row(xq + r * xb, x + (size_t)r * n, n);
-        PARALLEL_FOR((double)R * n * d, schedule(static), for (int i = 0; i < d; i++) {
-            for (int r = 0; r < R; r++) out[(size_t)r * d + i] = kt->int_dot(base + i * rb, xq + r * xb, n);
-        });
-        return;
-    }
     PARALLEL_FOR((double)R * n * d, schedule(static), for (int i = 0; i < d; i++) {
         for (int r = 0; r < R; r++) out[(size_t)r * d + i] = kt->dot(w->dtype, base + i * rb, x + (size_t)r * n, n);
     });
@@ -558,19 +1030,23 @@ void matmul_typed(float *out, const float *x, const Tensor *w, int R, void *scra
     int n = w->cols, d = w->rows;
     if (w->dtype == DTYPE_F32) {
         matmul(out, x, w->data, R, n, d);
-    } else if (R <= MATVEC_MAX_ROWS) {
-        check_row("matmul", w->dtype, n);
-        matvec_rows(out, x, w, R, scratch);
     } else {
         check_row("matmul", w->dtype, n);
-        if (!scratch) die("matmul: %s weights over %d rows need scratch", dtype_name(w->dtype), R);
-        const uint8_t *base = w->data;
-        size_t rb = dtype_row_bytes(w->dtype, n);
-        int tile = n > TILE_FLOATS ? 1 : TILE_FLOATS / n;
-        for (int i0 = 0; i0 < d; i0 += tile) {
-            int rows = d - i0 < tile ? d - i0 : tile;
-            dequantize_matrix(w->dtype, scratch, base + i0 * rb, rows, n); // (rows, n)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, rows, n, 1.0f, x, n, scratch, n, 0.0f, out + i0, d);
+        const CpuType *kt = cpu_kernels("matmul", w->dtype);
+        if (int_dot_enabled && kt->int_dot) {
+            matmul_int(out, x, w, R, scratch, kt);
+        } else if (R <= MATVEC_MAX_ROWS) {
+            matvec_rows(out, x, w, R, kt);
+        } else {
+            if (!scratch) die("matmul: %s weights over %d rows need scratch", dtype_name(w->dtype), R);
+            const uint8_t *base = w->data;
+            size_t rb = dtype_row_bytes(w->dtype, n);
+            int tile = n > TILE_FLOATS ? 1 : TILE_FLOATS / n;
+            for (int i0 = 0; i0 < d; i0 += tile) {
+                int rows = d - i0 < tile ? d - i0 : tile;
+                dequantize_matrix(w->dtype, scratch, base + i0 * rb, rows, n); // (rows, n)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, rows, n, 1.0f, x, n, scratch, n, 0.0f, out + i0, d);
+            }
         }
     }
     if (w->outliers) add_outlier_columns(out, x, w, R);

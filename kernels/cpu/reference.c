@@ -303,31 +303,88 @@ void ref_adamw(float *p, const float *g, float *m, float *v, size_t n, const Ada
 }
 
 // ---- quantised formats ------------------------------------------------------------------------
+// Each weight from its block by the layouts of quant.h, one at a time: its integer code and the
+// block's scales, then the value in double (rounded once to float). The kernels round ggml's way
+// (products in fp32), so they agree to an ulp or two of the terms; tests/test_ggml_quants.c holds
+// them to gguf's floats bit for bit.
 
-float ref_dequantize_weight(DType t, const void *row, int n, int i) {
-    if (t == DTYPE_F32) return ((const float *)row)[i];
+static double half_d(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return fp16_to_fp32(h);
+}
+
+// Q4_K sub-block j's 6-bit scale and min (get_scale_min_k4, written out from the layout).
+static void ref_k4_scale_min(const uint8_t *s, int j, int *sc, int *m) {
+    *sc = j < 4 ? s[j] & 63 : (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
+    *m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+}
+
+// Weight p of a block of t: its code (signed, offset removed), the scale it is multiplied by
+// (*scale, in double: d, or d * sc) and what is added (*add: q4_1's and int4's m, q4_k's
+// -dmin * m; else 0). Integer scales (k-quants' sc) go to *isc with the block's float d in *scale.
+typedef struct {
+    int code;     // w = scale * isc * code + add
+    int isc;      // the sub-block's integer scale (k-quants), else 1
+    double scale; // the block's (or row's) fp16 / fp32 scale
+    double add;
+    int imin;     // q4_k: the sub-block's integer min (add = -dmin * imin), else 0
+    double dmin;  // q4_k's dmin, else 0
+} RefWeight;
+
+static RefWeight ref_weight(DType t, const void *row, int n, int i) {
     int B = dtype_block_elems(t, n), k = i / B, p = i % B;
     int len = n - k * B < B ? n - k * B : B;
     const uint8_t *b = (const uint8_t *)row + (k ? dtype_row_bytes(t, k * B) : 0); // k whole blocks before
-    uint16_t h[2];
-    memcpy(h, b, sizeof h);
+    RefWeight w = {0, 1, 0.0, 0.0, 0, 0.0};
     switch (t) {
-    case DTYPE_Q8_0: return (float)((double)(int8_t)b[2 + p] * fp16_to_fp32(h[0]));
+    case DTYPE_Q8_0: w.code = (int8_t)b[2 + p], w.scale = half_d(b); break;
     case DTYPE_Q4_0: {
-        int byte = b[2 + p % 16], nibble = p < 16 ? byte & 0x0F : byte >> 4;
-        return (float)((double)(nibble - 8) * fp16_to_fp32(h[0]));
+        int byte = b[2 + p % 16];
+        w.code = (p < 16 ? byte & 0x0F : byte >> 4) - 8, w.scale = half_d(b);
+        break;
+    }
+    case DTYPE_Q5_0: {
+        uint32_t qh;
+        memcpy(&qh, b + 2, 4);
+        int byte = b[6 + p % 16];
+        w.code = ((p < 16 ? byte & 0x0F : byte >> 4) | (int)((qh >> p) & 1) << 4) - 16, w.scale = half_d(b);
+        break;
     }
     case DTYPE_I8: {
         float s;
         memcpy(&s, b, sizeof s);
-        return (float)((double)(int8_t)b[4 + p] * s);
+        w.code = (int8_t)b[4 + p], w.scale = s;
+        break;
     }
-    case DTYPE_I4_G32: case DTYPE_I4_G64: case DTYPE_I4_G128: {
-        int half = len / 2, byte = b[4 + p % half], nibble = p < half ? byte & 0x0F : byte >> 4;
-        return (float)((double)nibble * fp16_to_fp32(h[0]) + fp16_to_fp32(h[1]));
+    case DTYPE_Q4_1: case DTYPE_I4_G32: case DTYPE_I4_G64: case DTYPE_I4_G128: {
+        int half = len / 2, byte = b[4 + p % half];
+        w.code = p < half ? byte & 0x0F : byte >> 4, w.scale = half_d(b), w.add = half_d(b + 2);
+        break;
+    }
+    case DTYPE_Q4_K: {
+        int j = p / 32, l = p % 32, byte = b[16 + 32 * (j / 2) + l];
+        ref_k4_scale_min(b + 4, j, &w.isc, &w.imin);
+        w.code = j % 2 ? byte >> 4 : byte & 0x0F, w.scale = half_d(b), w.dmin = half_d(b + 2);
+        w.add = -w.dmin * w.imin;
+        break;
+    }
+    case DTYPE_Q6_K: {
+        int h = p / 128, c = p % 128 / 32, l = p % 32;
+        int lo = b[64 * h + 32 * (c & 1) + l], hi = b[128 + 32 * h + l];
+        w.code = (((c >> 1) ? lo >> 4 : lo & 0x0F) | ((hi >> (2 * c)) & 3) << 4) - 32;
+        w.isc = (int8_t)b[192 + 8 * h + 2 * c + l / 16], w.scale = half_d(b + 208);
+        break;
     }
     default: die("ref_dequantize_weight: %s is not a CPU weight type", dtype_name(t));
     }
+    return w;
+}
+
+float ref_dequantize_weight(DType t, const void *row, int n, int i) {
+    if (t == DTYPE_F32) return ((const float *)row)[i];
+    RefWeight w = ref_weight(t, row, n, i);
+    return (float)(w.scale * w.isc * w.code + w.add);
 }
 
 double ref_dot_row(DType t, const void *row, const float *x, int n) {
@@ -336,15 +393,84 @@ double ref_dot_row(DType t, const void *row, const float *x, int n) {
     return acc;
 }
 
-double ref_act_q8_value(const void *xq, int i) {
-    const uint8_t *b = (const uint8_t *)xq + (size_t)(i / 32) * (sizeof(float) + 32);
-    float d;
-    memcpy(&d, b, sizeof d);
-    return (double)d * (int8_t)b[4 + i % 32];
+// ---- activation formats (quant.h) -------------------------------------------------------------
+
+static size_t ref_act_block_bytes(ActType a) { return a == ACT_Q8_0 ? 34 : a == ACT_Q8_1 ? 36 : 292; }
+static int ref_act_block(ActType a) { return a == ACT_Q8_K ? 256 : 32; }
+
+// Value i's block, its code and its scale d (fp16, or Q8_K's fp32).
+static const uint8_t *ref_act_at(ActType a, const void *xq, int i, int *code, double *d) {
+    if (a != ACT_Q8_0 && a != ACT_Q8_1 && a != ACT_Q8_K) die("ref_act_value: %d is not an activation format", (int)a);
+    int B = ref_act_block(a);
+    const uint8_t *b = (const uint8_t *)xq + (size_t)(i / B) * ref_act_block_bytes(a);
+    if (a == ACT_Q8_K) {
+        float f;
+        memcpy(&f, b, sizeof f);
+        *d = f, *code = (int8_t)b[4 + i % B];
+    } else {
+        *d = half_d(b), *code = (int8_t)b[(a == ACT_Q8_1 ? 4 : 2) + i % B];
+    }
+    return b;
 }
 
-double ref_dot_row_act_q8(DType t, const void *row, const void *xq, int n) {
+double ref_act_value(ActType a, const void *xq, int i) {
+    int code;
+    double d;
+    ref_act_at(a, xq, i, &code, &d);
+    return d * code;
+}
+
+double ref_dot_row_act(DType t, ActType a, const void *row, const void *xq, int n) {
     double acc = 0.0;
-    for (int i = 0; i < n; i++) acc += (double)ref_dequantize_weight(t, row, n, i) * ref_act_q8_value(xq, i);
+    for (int i = 0; i < n; i++) acc += (double)ref_dequantize_weight(t, row, n, i) * ref_act_value(a, xq, i);
+    return acc;
+}
+
+// The integer dot the plain way: per block (an activation block of 32, or a q4_k / q6_k
+// super-block of 256) the exact integer sums in int64, the block's float scales as ggml forms
+// them (fp32 products: d_w * d_a, and q4_k's d_a * d, d_a * dmin, q4_1's m_w * s_a), and the
+// blocks combined in double. *abs_terms: the sum of |every term| (products weighted by their
+// block scales, and the min terms), which bounds any float summation order's rounding.
+double ref_dot_row_int(DType t, const void *row, const void *xq, int n, double *abs_terms) {
+    ActType a = t == DTYPE_Q4_1 ? ACT_Q8_1 : t == DTYPE_Q4_K || t == DTYPE_Q6_K ? ACT_Q8_K : ACT_Q8_0;
+    if (t != DTYPE_Q8_0 && t != DTYPE_Q4_0 && t != DTYPE_Q5_0 && t != DTYPE_I8 && t != DTYPE_Q4_1 && t != DTYPE_Q4_K &&
+        t != DTYPE_Q6_K)
+        die("ref_dot_row_int: %s has no integer dot", dtype_name(t));
+    int B = ref_act_block(a);
+    double acc = 0.0, abs_acc = 0.0;
+    for (int k0 = 0; k0 < n; k0 += B) {
+        int k1 = k0 + B < n ? k0 + B : n, code_a;
+        double da;
+        const uint8_t *ab = ref_act_at(a, xq, k0, &code_a, &da);
+        int64_t sumi = 0, abs_sumi = 0, msum = 0, abs_msum = 0;
+        RefWeight w0 = ref_weight(t, row, n, k0);
+        for (int i = k0; i < k1; i++) {
+            RefWeight w = ref_weight(t, row, n, i);
+            ref_act_at(a, xq, i, &code_a, &da);
+            int64_t p = (int64_t)w.isc * w.code * code_a;
+            sumi += p, abs_sumi += p < 0 ? -p : p;
+            msum += (int64_t)w.imin * code_a, abs_msum += (int64_t)w.imin * (code_a < 0 ? -code_a : code_a);
+        }
+        float fa = (float)da, fd;
+        switch (t) {
+        case DTYPE_I8: fd = fa; break; // the row scale multiplies the total, below
+        case DTYPE_Q4_K: case DTYPE_Q6_K: fd = fa * (float)w0.scale; break;
+        default: fd = (float)w0.scale * fa;
+        }
+        acc += (double)fd * sumi, abs_acc += fabs((double)fd) * abs_sumi;
+        if (t == DTYPE_Q4_1) { // + m_w * s_a
+            double ms = (double)((float)w0.add * (float)half_d(ab + 2));
+            acc += ms, abs_acc += fabs(ms);
+        } else if (t == DTYPE_Q4_K) { // - (d_a * dmin) * sum m q
+            float dm = fa * (float)w0.dmin;
+            acc -= (double)dm * msum, abs_acc += fabs((double)dm) * abs_msum;
+        }
+    }
+    if (t == DTYPE_I8) {
+        float s;
+        memcpy(&s, row, sizeof s);
+        acc *= s, abs_acc *= fabs((double)s);
+    }
+    if (abs_terms) *abs_terms = abs_acc;
     return acc;
 }
