@@ -958,7 +958,7 @@ static void test_gguf_rejects_malformed_headers(void **state) {
     c = craft_default(); c.dims[0] = c.dims[1] = 1ull << 40; expect_craft_error(c, "overflow");
     c = craft_default(); c.n_dims = 4; c.dims[2] = c.dims[3] = UINT64_MAX; expect_craft_error(c, "overflow");
     c = craft_default(); c.tensor_type = 2;             expect_craft_error(c, "rows of 4 weights cannot be q4_0");
-    c = craft_default(); c.tensor_type = 3;             expect_craft_error(c, "type Q4_1");
+    c = craft_default(); c.tensor_type = 7;             expect_craft_error(c, "type Q5_1");
     c = craft_default(); c.tensor_type = 30;            expect_craft_error(c, "type BF16");
     c = craft_default(); c.tensor_type = 1000;          expect_craft_error(c, "type unknown (1000)");
     c = craft_default(); c.offset = 32;                 expect_craft_error(c, "run past the end");

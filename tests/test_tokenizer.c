@@ -18,7 +18,9 @@
 
 #include <cmocka.h>
 
+#include "chat.h"
 #include "tokenizer.h"
+#include "unicode.h"
 
 // ----------------------------------------------------------------------------
 // inputs
@@ -863,6 +865,441 @@ static void test_llama2c_load_rejects_bad_files(void **state) {
     vocab_free(&v);
 }
 
+// ----------------------------------------------------------------------------
+// Unicode (unicode.h) and the pre-split on non-ASCII text
+
+static void assert_decode(const char *s, size_t len, uint32_t cp, size_t n) {
+    size_t got_n;
+    uint32_t got = unicode_decode((const unsigned char *)s, len, &got_n);
+    if (got != cp || got_n != n) fail_msg("unicode_decode of %zu bytes: U+%04X in %zu bytes, want U+%04X in %zu", len, got, got_n, cp, n);
+}
+
+// llama.cpp's lenient reading (unicode_cpt_from_utf8) and its inverse.
+static void test_unicode_decode(void **state) {
+    (void)state;
+    assert_decode("A", 1, 'A', 1);
+    assert_decode("\xc3\xa9", 2, 0xE9, 2);
+    assert_decode("\xe2\x82\xac", 3, 0x20AC, 3);
+    assert_decode("\xf0\x9f\x98\x80", 4, 0x1F600, 4);
+    assert_decode("\xc0\xaf", 2, '/', 2);               // overlong: decoded, not refused
+    assert_decode("\xe0\x80\x80", 3, 0, 3);
+    assert_decode("\xed\xa0\x80", 3, 0xD800, 3);         // a surrogate
+    assert_decode("\xf4\x90\x80\x80", 4, 0x110000, 4);   // past Unicode
+    assert_decode("\xf7\xbf\xbf\xbf", 4, 0x1FFFFF, 4);
+    assert_decode("\x80", 1, UNICODE_REPLACEMENT, 1);    // a stray continuation
+    assert_decode("\xff", 1, UNICODE_REPLACEMENT, 1);
+    assert_decode("\xf8\x88\x80\x80\x80", 5, UNICODE_REPLACEMENT, 1);
+    assert_decode("\xc3", 1, UNICODE_REPLACEMENT, 1);    // cut short by the end
+    assert_decode("\xe2\x82" "A", 3, UNICODE_REPLACEMENT, 1);
+    assert_decode("\xc3" "A", 2, UNICODE_REPLACEMENT, 1);
+    const uint32_t cps[] = {0, 'A', 0x7F, 0x80, 0x7FF, 0x800, 0xD800, 0xFFFD, 0xFFFF, 0x10000, 0x10FFFF, 0x1FFFFF};
+    for (size_t i = 0; i < sizeof cps / sizeof cps[0]; i++) {
+        unsigned char buf[4];
+        size_t n = unicode_encode(cps[i], buf), back_n;
+        assert_int_equal(n, cps[i] < 0x80 ? 1 : cps[i] < 0x800 ? 2 : cps[i] < 0x10000 ? 3 : 4);
+        assert_int_equal(unicode_decode(buf, n, &back_n), cps[i]);
+        assert_int_equal(back_n, n);
+    }
+    assert_int_equal(unicode_len_utf8(0x41), 1);
+    assert_int_equal(unicode_len_utf8(0xBF), 1);
+    assert_int_equal(unicode_len_utf8(0xC0), 2);
+    assert_int_equal(unicode_len_utf8(0xEF), 3);
+    assert_int_equal(unicode_len_utf8(0xFF), 4);
+}
+
+// The classes llama.cpp's unicode.cpp gives (its table is Unicode 15.1, generated from
+// UnicodeData.txt; its \s is PropList's White_Space).
+static void test_unicode_classes(void **state) {
+    (void)state;
+    const struct {
+        uint32_t cp;
+        int cls;
+    } cases[] = {
+        {'a', UNICODE_LETTER},     {'Z', UNICODE_LETTER},     {'5', UNICODE_NUMBER},    {' ', UNICODE_SPACE},
+        {'\t', UNICODE_SPACE},     {'\r', UNICODE_SPACE},     {0x0B, UNICODE_SPACE},    {0x1C, UNICODE_OTHER},
+        {0x85, UNICODE_SPACE},     {0xA0, UNICODE_SPACE},     {0x1680, UNICODE_SPACE},  {0x2009, UNICODE_SPACE},
+        {0x2028, UNICODE_SPACE},   {0x3000, UNICODE_SPACE},   {0x200B, UNICODE_OTHER},  {0xFEFF, UNICODE_OTHER},
+        {0xE9, UNICODE_LETTER},    {0x3B1, UNICODE_LETTER},   {0x4E00, UNICODE_LETTER}, {0xAC00, UNICODE_LETTER},
+        {0x2C6, UNICODE_LETTER},   {0x660, UNICODE_NUMBER},   {0xBD, UNICODE_NUMBER},   {0xB2, UNICODE_NUMBER},
+        {0x2160, UNICODE_NUMBER},  {0x2460, UNICODE_NUMBER},  {0xFF11, UNICODE_NUMBER}, {0x2014, UNICODE_OTHER},
+        {0x1F600, UNICODE_OTHER},  {0x301, UNICODE_OTHER},    {0xFFFD, UNICODE_OTHER},  {'_', UNICODE_OTHER},
+        {0xE000, UNICODE_OTHER},   {0x378, UNICODE_OTHER},    {0x10FFFF, UNICODE_OTHER}, {0x110000, UNICODE_OTHER},
+        {0x11F04, UNICODE_LETTER}, // Kawi, new in Unicode 15.0
+        {0x2EBF0, UNICODE_LETTER}, // CJK Extension I, new in 15.1
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (unicode_class(cases[i].cp) != cases[i].cls)
+            fail_msg("U+%04X: class %d, want %d", cases[i].cp, unicode_class(cases[i].cp), cases[i].cls);
+    // the table covers every codepoint, in order
+    assert_int_equal(unicode_ranges[0].first, 0);
+    for (int i = 1; i < unicode_n_ranges; i++) assert_true(unicode_ranges[i].first > unicode_ranges[i - 1].first);
+    assert_true(unicode_ranges[unicode_n_ranges - 1].first < 0x110000);
+}
+
+// The starcoder split on non-ASCII text: Unicode letters, numbers and spaces; an invalid byte
+// (U+FFFD to llama.cpp) is a symbol, but the lab's chunk keeps the byte itself.
+static void test_chunk_rule_unicode(void **state) {
+    (void)state;
+    assert_chunks("a\xe2\x80\x94" "b caf\xc3\xa9\xe2\x80\x94na\xc3\xafve", "a|\xe2\x80\x94|b| caf\xc3\xa9|\xe2\x80\x94|na\xc3\xafve");
+    assert_chunks(" \xc2\xbd \xd9\xa3x", " |\xc2\xbd| |\xd9\xa3|x");                    // ½ and Arabic-Indic 3 are numbers
+    assert_chunks("x\xc2\xa0y", "x|\xc2\xa0|y");                                         // no-break space: whitespace, not ' '
+    assert_chunks("x\xe3\x80\x80\xe3\x80\x80y", "x|\xe3\x80\x80|\xe3\x80\x80|y");       // ideographic spaces
+    assert_chunks("x\xe3\x80\x80\xe3\x80\x80", "x|\xe3\x80\x80\xe3\x80\x80");
+    assert_chunks("it\xe2\x80\x99s", "it|\xe2\x80\x99|s");                               // U+2019 is no apostrophe
+    assert_chunks("x\xc0\xa7s", "x|\xc0\xa7s");                                          // an overlong one is
+    assert_chunks("x\xc0\xa0y", "x|\xc0\xa0y");                                          // an overlong space too
+    assert_chunks("a\xff" "b", "a|\xff|b");
+    assert_chunks("a\xe2\x82" "b", "a|\xe2\x82|b");                                      // two U+FFFD: one symbol run
+    assert_chunks("\xce\xba\xce\xb1\xe1\xbd\xb6 \xce\xb4\xe1\xbd\xb2", "\xce\xba\xce\xb1\xe1\xbd\xb6| \xce\xb4\xe1\xbd\xb2");
+    assert_chunks("e\xcc\x81", "e|\xcc\x81");                                            // a combining mark is no letter
+}
+
+// ----------------------------------------------------------------------------
+// foreign vocabularies (tokenizer_from_vocab), built by hand
+
+typedef struct {
+    const char *texts[400];
+    size_t lens[400];
+    int types[400];
+    float scores[400];
+    const char *merges[16];
+    size_t merge_lens[16];
+    int n, n_merges;
+} HandVocab;
+
+static int hv_add(HandVocab *h, const char *text, int type, float score) {
+    h->texts[h->n] = text;
+    h->lens[h->n] = strlen(text);
+    h->types[h->n] = type;
+    h->scores[h->n] = score;
+    return h->n++;
+}
+
+static TokenizerVocab hv_vocab(HandVocab *h, const char *model, const char *pre) {
+    TokenizerVocab v = tokenizer_vocab_empty();
+    v.model = model, v.model_len = strlen(model);
+    if (pre) v.pre = pre, v.pre_len = strlen(pre);
+    v.n_tokens = h->n;
+    for (int i = 0; i < h->n; i++) h->lens[i] = strlen(h->texts[i]);
+    v.tokens = (const unsigned char *const *)h->texts;
+    v.token_lens = h->lens;
+    v.token_types = h->types, v.n_token_types = (size_t)h->n;
+    v.scores = h->scores, v.n_scores = (size_t)h->n;
+    for (int i = 0; i < h->n_merges; i++) h->merge_lens[i] = strlen(h->merges[i]);
+    if (strcmp(model, "gpt2") == 0) {
+        v.merges = (const unsigned char *const *)h->merges, v.merge_lens = h->merge_lens, v.n_merges = h->n_merges;
+        v.scores = NULL, v.n_scores = 0;
+    }
+    return v;
+}
+
+static Tokenizer vocab_or_fail(const TokenizerVocab *v) {
+    Tokenizer t;
+    Error err;
+    if (tokenizer_from_vocab(&t, v, &err)) fail_msg("tokenizer_from_vocab: %s", err.msg);
+    return t;
+}
+
+static void assert_encodes(const Tokenizer *t, const char *s, unsigned flags, const int *want, size_t n_want) {
+    size_t n;
+    int *tokens = mallocCheck(tokenizer_max_tokens(strlen(s)) * sizeof *tokens);
+    n = tokenizer_tokenize(t, (const unsigned char *)s, strlen(s), flags, tokens);
+    if (n != n_want) fail_msg("\"%s\": %zu tokens, want %zu", s, n, n_want);
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] != want[i]) fail_msg("\"%s\": token %zu is %d, want %d", s, i, tokens[i], want[i]);
+    free(tokens);
+}
+
+#define ENCODES(t, s, flags, ...) \
+    assert_encodes(t, s, flags, (const int[]){__VA_ARGS__}, sizeof((const int[]){__VA_ARGS__}) / sizeof(int))
+
+static void assert_decodes_to(const Tokenizer *t, const int *ids, size_t n, const char *want) {
+    size_t len;
+    unsigned char *out = tokenizer_decode(t, ids, n, &len);
+    assert_int_equal(len, strlen(want));
+    assert_memory_equal(out, want, len);
+    free(out);
+}
+
+// A "gpt2" vocabulary in no order of ours: specials first, merges as strings, a merge whose
+// result is no token, a repeated merge, a merge without a space.
+static void gpt2_hand_vocab(HandVocab *h, const char *pre) {
+    memset(h, 0, sizeof *h);
+    hv_add(h, "<|endoftext|>", 3, 0); // 0
+    hv_add(h, "<|im_end|>", 1, 0);    // 1: normal in the file, control by llama.cpp's rule
+    const char *singles[] = {"a", "b", "c", "\xc4\xa0", "1", "2", "<", "|", ">"}; // 2..10 ("\xc4\xa0" is ' ')
+    for (int i = 0; i < 9; i++) hv_add(h, singles[i], 1, 0);
+    hv_add(h, "ab", 1, 0);          // 11
+    hv_add(h, "\xc4\xa0" "a", 1, 0); // 12: " a"
+    hv_add(h, "abc", 1, 0);         // 13
+    hv_add(h, "12", 1, 0);          // 14
+    hv_add(h, "x\xe2\x98\x85", 1, 0); // 15: a character outside GPT-2's alphabet
+    const char *merges[] = {"a b", "\xc4\xa0 a", "ab c", "\xc4\xa0 c", "a b", "xy", "1 2"};
+    h->n_merges = 7;
+    for (int i = 0; i < 7; i++) h->merges[i] = merges[i];
+    (void)pre;
+}
+
+static void test_foreign_bpe(void **state) {
+    (void)state;
+    HandVocab h;
+    gpt2_hand_vocab(&h, "smollm");
+    TokenizerVocab v = hv_vocab(&h, "gpt2", "smollm");
+    Tokenizer t = vocab_or_fail(&v);
+    assert_int_equal(t.kind, TOKENIZER_BPE);
+    assert_true(t.llama_cpp);
+    assert_int_equal(t.vocab_size, 16);
+    assert_null(t.merges);
+    assert_int_equal(t.n_merges, 7);
+    // no BOS / EOS keys: llama.cpp's gpt2 default is id 11 for both, kept when in range
+    assert_int_equal(t.bos_id, 11);
+    assert_int_equal(t.eos_id, 11);
+    assert_false(t.add_bos);
+    // <|endoftext|> and <|im_end|> by their texts (the latter made control), EOS by its id
+    assert_int_equal(t.n_eog, 3);
+    assert_true(tokenizer_is_eog(&t, 0) && tokenizer_is_eog(&t, 1) && tokenizer_is_eog(&t, 11));
+    assert_false(tokenizer_is_eog(&t, 2));
+    assert_int_equal(t.attr[1], TOKEN_NORMAL | TOKEN_CONTROL);
+    assert_int_equal(tokenizer_find_token(&t, "<|im_end|>"), 1);
+    assert_int_equal(tokenizer_find_token(&t, "ab"), 11);
+    assert_int_equal(tokenizer_find_token(&t, "\xc4\xa0" "c"), -1); // a symbol, no token
+    ENCODES(&t, "abc", 0, 13);
+    ENCODES(&t, " ab", 0, 5, 11); // (a, b) ranks before (' ', a)
+    ENCODES(&t, " a", 0, 12);
+    ENCODES(&t, "12", 0, 6, 7);   // the starcoder split: one chunk per digit, the merge never applies
+    // " c" merges into "\xc4\xa0" "c", which is no token: llama.cpp writes the one-byte tokens of
+    // its spelling; "\xc4" and "\xa0" are none, so the space is lost. A byte with no token is too.
+    ENCODES(&t, " c", 0, 4);
+    assert_encodes(&t, "z", 0, NULL, 0);
+    ENCODES(&t, "<|endoftext|> a", TOKENIZER_PARSE_SPECIAL, 0, 12);
+    ENCODES(&t, "<|endoftext|>", 0, 8, 9, 9, 10); // as text: "<|", letters without tokens, "|>"
+    ENCODES(&t, "a<|im_end|>", TOKENIZER_PARSE_SPECIAL | TOKENIZER_ADD_BOS | TOKENIZER_ADD_EOS, 11, 2, 1, 11);
+    // decoding: GPT-2's alphabet read back; control tokens give nothing; a character outside
+    // the alphabet as llama.cpp's "[UNK_BYTE_0x...]"
+    assert_decodes_to(&t, (const int[]){12, 0, 13, 1, 5}, 5, " aabc ");
+    assert_decodes_to(&t, (const int[]){15}, 1, "x[UNK_BYTE_0xe29885x\xe2\x98\x85]");
+    // invalid UTF-8 is U+FFFD, whose bytes have no tokens here: nothing
+    assert_encodes(&t, "\xff", 0, NULL, 0);
+    tokenizer_free(&t);
+
+    // the gpt2 family: no digit split, so "12" merges
+    v = hv_vocab(&h, "gpt2", "gpt-2");
+    t = vocab_or_fail(&v);
+    ENCODES(&t, "12", 0, 14);
+    tokenizer_free(&t);
+}
+
+// A SentencePiece vocabulary: <unk>, <s>, </s>, the 256 byte tokens, pieces with scores, a
+// user-defined and a control token.
+static void spm_hand_vocab(HandVocab *h) {
+    memset(h, 0, sizeof *h);
+    hv_add(h, "<unk>", 2, 0);
+    hv_add(h, "<s>", 3, 0);
+    hv_add(h, "</s>", 3, 0);
+    static char bytes[256][8];
+    for (int b = 0; b < 256; b++) {
+        snprintf(bytes[b], sizeof bytes[b], "<0x%02X>", b);
+        hv_add(h, bytes[b], 6, 0); // 3 + b
+    }
+    hv_add(h, "\xe2\x96\x81", 1, -3.0f);         // 259 "▁"
+    hv_add(h, "a", 1, -4.0f);                    // 260
+    hv_add(h, "b", 1, -4.0f);                    // 261
+    hv_add(h, "\xe2\x96\x81" "a", 1, -1.0f);     // 262 "▁a"
+    hv_add(h, "ab", 1, -2.0f);                   // 263
+    hv_add(h, "aa", 1, -1.0f);                   // 264
+    hv_add(h, "<u>", 4, 0);                      // 265 user-defined
+    hv_add(h, "<ctl>", 3, 0);                    // 266 control
+    hv_add(h, "<unused7>", 3, 0);                // 267 control, named unused
+}
+
+static void test_foreign_spm(void **state) {
+    (void)state;
+    HandVocab h;
+    spm_hand_vocab(&h);
+    TokenizerVocab v = hv_vocab(&h, "llama", NULL);
+    v.add_space_prefix = 0;
+    Tokenizer t = vocab_or_fail(&v);
+    assert_int_equal(t.kind, TOKENIZER_SPM);
+    assert_true(t.llama_cpp);
+    assert_int_equal(t.bos_id, 1); // llama.cpp's SentencePiece defaults
+    assert_int_equal(t.eos_id, 2);
+    assert_true(t.add_bos);
+    assert_int_equal(t.n_eog, 1);
+    assert_int_equal(t.eog[0], 2);
+    assert_int_equal(t.attr[267], TOKEN_CONTROL | TOKEN_UNUSED);
+    // highest score first: ("▁", "a") at -1 before ("a", "b") at -2
+    ENCODES(&t, " ab", 0, 262, 261);
+    ENCODES(&t, "ab", TOKENIZER_ADD_BOS, 1, 263);
+    ENCODES(&t, "aaa", 0, 264, 260);              // equal scores: the leftmost pair
+    ENCODES(&t, "\xc3\xa9", 0, 3 + 0xC3, 3 + 0xA9); // no token: its bytes
+    ENCODES(&t, "\xff" "ab", 0, 3 + 0xFF, 3 + 'a', 3 + 'b'); // 0xFF claims 4 bytes: one symbol
+    ENCODES(&t, "a<u>a", 0, 260, 265, 260);        // user-defined: always cut out
+    ENCODES(&t, "<ctl>", TOKENIZER_PARSE_SPECIAL, 266);
+    ENCODES(&t, "<ctl>", 0, 3 + '<', 3 + 'c', 3 + 't', 3 + 'l', 3 + '>');
+    assert_decodes_to(&t, (const int[]){1, 262, 265, 3 + 0xC3, 3 + 0xA9, 266, 0, 263}, 8, " a<u>\xc3\xa9" "ab");
+    tokenizer_free(&t);
+
+    // add_space_prefix (llama.cpp's default for "llama"): a space before the text and after a
+    // special token
+    v.add_space_prefix = -1;
+    t = vocab_or_fail(&v);
+    ENCODES(&t, "a<u>a", 0, 262, 265, 262);
+    ENCODES(&t, "ab", TOKENIZER_ADD_BOS, 1, 262, 261);
+    tokenizer_free(&t);
+}
+
+// llama.cpp's end-of-generation rules on texts, and the candidates it picks.
+static void test_foreign_eog_rules(void **state) {
+    (void)state;
+    HandVocab h;
+    memset(&h, 0, sizeof h);
+    const char *singles[] = {"a", "b"};
+    for (int i = 0; i < 2; i++) hv_add(&h, singles[i], 1, 0);
+    hv_add(&h, "<|end|>", 3, 0);        // 2
+    hv_add(&h, "<|return|>", 3, 0);     // 3
+    hv_add(&h, "<|call|>", 3, 0);       // 4
+    hv_add(&h, "</s>", 1, 0);           // 5
+    hv_add(&h, "<|tool_response>", 1, 0); // 6
+    hv_add(&h, "<|repo_name|>", 1, 0);  // 7
+    hv_add(&h, "<reponame>", 1, 0);     // 8
+    hv_add(&h, "<|channel|>", 3, 0);    // 9
+    TokenizerVocab v = hv_vocab(&h, "gpt2", "starcoder");
+    v.eos_id = 3;
+    Tokenizer t = vocab_or_fail(&v);
+    // "<|end|>" gives way to "<|return|>" + "<|call|>"; "</s>" to "<|tool_response>"; of two
+    // FIM-repo texts the lowest id; gpt-oss's "<|channel|>" is rendered (user-defined)
+    assert_int_equal(t.n_eog, 4);
+    int want[] = {3, 4, 6, 7};
+    for (int i = 0; i < 4; i++) assert_int_equal(t.eog[i], want[i]);
+    assert_int_equal(t.attr[2], TOKEN_USER_DEFINED);
+    assert_int_equal(t.attr[5], TOKEN_NORMAL);
+    assert_int_equal(t.attr[7], TOKEN_NORMAL | TOKEN_CONTROL);
+    assert_int_equal(t.attr[8], TOKEN_NORMAL); // not picked: stays normal
+    assert_int_equal(t.attr[9], TOKEN_USER_DEFINED);
+    tokenizer_free(&t);
+}
+
+static void assert_vocab_error(const TokenizerVocab *v, const char *want) {
+    Tokenizer t;
+    Error err;
+    if (tokenizer_from_vocab(&t, v, &err) == 0) fail_msg("a vocabulary that should fail with \"%s\" loaded", want);
+    if (!strstr(err.msg, want)) fail_msg("error '%s' should contain '%s'", err.msg, want);
+}
+
+static void test_foreign_rejects(void **state) {
+    (void)state;
+    HandVocab h;
+    gpt2_hand_vocab(&h, "smollm");
+    TokenizerVocab v = hv_vocab(&h, "gpt2", "qwen2");
+    assert_vocab_error(&v, "pre-tokenizer 'qwen2' is not supported");
+    v = hv_vocab(&h, "gpt2", NULL);
+    assert_vocab_error(&v, "no tokenizer.ggml.pre");
+    v = hv_vocab(&h, "bert", "smollm");
+    assert_vocab_error(&v, "tokenizer model 'bert' is not supported");
+    v = hv_vocab(&h, "gpt2", "smollm");
+    v.merges = NULL;
+    assert_vocab_error(&v, "no tokenizer.ggml.merges");
+    v = hv_vocab(&h, "gpt2", "smollm");
+    v.add_bos = 1;
+    v.bos_id = 99; // out of range: the default 11 stays, so this loads
+    Tokenizer t = vocab_or_fail(&v);
+    assert_int_equal(t.bos_id, 11);
+    tokenizer_free(&t);
+    h.texts[3] = "a"; // "b" -> "a": twice
+    v = hv_vocab(&h, "gpt2", "smollm");
+    assert_vocab_error(&v, "tokens 2 and 3 have the same text");
+    gpt2_hand_vocab(&h, "smollm");
+    h.texts[3] = "\xc4"; // a lone lead byte as a token's text
+    v = hv_vocab(&h, "gpt2", "smollm");
+    assert_vocab_error(&v, "single byte 0xc4");
+    gpt2_hand_vocab(&h, "smollm");
+    h.n = 8; // no id 11: no default EOS; add_bos needs a BOS
+    v = hv_vocab(&h, "gpt2", "smollm");
+    v.add_bos = 1;
+    assert_vocab_error(&v, "no BOS token");
+
+    spm_hand_vocab(&h);
+    v = hv_vocab(&h, "llama", NULL);
+    h.scores[262] = NAN;
+    assert_vocab_error(&v, "NaN score");
+    spm_hand_vocab(&h);
+    h.texts[3 + 'A'] = "<0x4g>"; // no token for the byte 'A' (no "A" either)
+    v = hv_vocab(&h, "llama", NULL);
+    assert_vocab_error(&v, "no token for the byte 0x41");
+    spm_hand_vocab(&h);
+    h.texts[259] = "_";
+    v = hv_vocab(&h, "llama", NULL);
+    assert_vocab_error(&v, "no token for U+2581");
+    spm_hand_vocab(&h);
+    h.texts[265] = "u"; // a one-byte user-defined token with the space prefix
+    v = hv_vocab(&h, "llama", NULL);
+    assert_vocab_error(&v, "one-byte special token 265");
+    spm_hand_vocab(&h);
+    h.texts[3] = "<0"; // a byte token too short for llama.cpp's text.substr(3, 2)
+    h.texts[3 + 0] = "<0";
+    v = hv_vocab(&h, "llama", NULL);
+    assert_vocab_error(&v, "no token for the byte 0x00");
+    spm_hand_vocab(&h);
+    v = hv_vocab(&h, "llama", NULL);
+    v.n_scores = 10;
+    assert_vocab_error(&v, "10 tokenizer scores for 268 tokens");
+}
+
+// The lab's own BPE recognises its BOS / EOS texts only when asked to.
+static void test_own_bpe_special_texts(void **state) {
+    (void)state;
+    const char *text = "aaabdaaabac";
+    Tokenizer t = train_or_fail((const unsigned char *)text, strlen(text), 261);
+    const char *s = "ba<|eos|>c";
+    size_t n;
+    int *ids = encode_all(&t, (const unsigned char *)s, strlen(s), false, false, &n);
+    for (size_t i = 0; i < n; i++) assert_int_not_equal(ids[i], t.eos_id);
+    free(ids);
+    ENCODES(&t, s, TOKENIZER_PARSE_SPECIAL, 'b', 'a', t.eos_id, 'c');
+    assert_int_equal(tokenizer_find_token(&t, "<|bos|>"), t.bos_id);
+    assert_true(tokenizer_is_eog(&t, t.eos_id));
+    assert_int_equal(t.n_eog, 1);
+    assert_true(t.add_bos);
+    tokenizer_free(&t);
+}
+
+// ----------------------------------------------------------------------------
+// chat templates (chat.h)
+
+static void test_chat_detect(void **state) {
+    (void)state;
+    assert_int_equal(chat_template_detect(NULL), CHAT_CHATML); // llama.cpp's default
+    assert_int_equal(chat_template_detect("chatml"), CHAT_CHATML);
+    assert_int_equal(chat_template_detect("gemma"), CHAT_GEMMA);
+    assert_int_equal(chat_template_detect("{% for m in messages %}{{'<|im_start|>' + m['role']}}"), CHAT_CHATML);
+    assert_int_equal(chat_template_detect("<|im_start|><|im_sep|>"), CHAT_UNKNOWN);        // Phi-4
+    assert_int_equal(chat_template_detect("<|im_start|><end_of_utterance>"), CHAT_UNKNOWN); // SmolVLM
+    assert_int_equal(chat_template_detect("{{ '<start_of_turn>' + role }}"), CHAT_GEMMA);
+    assert_int_equal(chat_template_detect("[INST] <start_of_turn>"), CHAT_UNKNOWN); // Mistral is checked first
+    assert_int_equal(chat_template_detect("<|user|><|endoftext|><start_of_turn>"), CHAT_UNKNOWN);
+    assert_int_equal(chat_template_detect("{{ bos_token }}"), CHAT_UNKNOWN);
+    assert_string_equal(chat_template_name(CHAT_GEMMA), "gemma");
+    assert_null(chat_format_user(CHAT_UNKNOWN, "hi"));
+}
+
+static void test_chat_apply(void **state) {
+    (void)state;
+    char *s = chat_format_user(CHAT_CHATML, " hi\n");
+    assert_string_equal(s, "<|im_start|>user\n hi\n<|im_end|>\n<|im_start|>assistant\n");
+    free(s);
+    s = chat_format_user(CHAT_GEMMA, " hi\n");
+    assert_string_equal(s, "<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n");
+    free(s);
+    const ChatMessage conv[] = {{"system", " Be brief. "}, {"user", "a"}, {"assistant", "b "}, {"user", "c"}};
+    s = chat_apply(CHAT_GEMMA, conv, 4, false);
+    assert_string_equal(s, "<start_of_turn>user\nBe brief.\n\na<end_of_turn>\n<start_of_turn>model\nb<end_of_turn>\n"
+                           "<start_of_turn>user\nc<end_of_turn>\n");
+    free(s);
+    s = chat_apply(CHAT_CHATML, conv, 2, true);
+    assert_string_equal(s, "<|im_start|>system\n Be brief. <|im_end|>\n<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n");
+    free(s);
+}
+
 int main(void) {
     snprintf(test_path, sizeof test_path, "/tmp/test_tokenizer.%ld.bin", (long)getpid());
     const struct CMUnitTest tests[] = {
@@ -886,6 +1323,16 @@ int main(void) {
         cmocka_unit_test(test_from_pieces_rejects),
         cmocka_unit_test(test_llama2c_load),
         cmocka_unit_test(test_llama2c_load_rejects_bad_files),
+        cmocka_unit_test(test_unicode_decode),
+        cmocka_unit_test(test_unicode_classes),
+        cmocka_unit_test(test_chunk_rule_unicode),
+        cmocka_unit_test(test_foreign_bpe),
+        cmocka_unit_test(test_foreign_spm),
+        cmocka_unit_test(test_foreign_eog_rules),
+        cmocka_unit_test(test_foreign_rejects),
+        cmocka_unit_test(test_own_bpe_special_texts),
+        cmocka_unit_test(test_chat_detect),
+        cmocka_unit_test(test_chat_apply),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 #include "arch.h"
 #include "quant.h"
 #include "quant_weights.h"
+#include "tokenizer_gguf.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "gguf.c moves little-endian values with memcpy: port it before using a big-endian host"
@@ -798,6 +799,7 @@ static void free_strings(GGUFString *s, size_t n) {
 }
 
 static void tokenizer_to_gguf(GGUFWriter *w, const Tokenizer *t) {
+    if (t->llama_cpp) die("model_save_gguf: writing a tokenizer read from another program's GGUF is not supported");
     int llama = t->kind == TOKENIZER_LLAMA2C;
     GGUFString *tokens = mallocCheck((size_t)t->vocab_size * sizeof *tokens);
     for (int i = 0; i < t->vocab_size; i++) {
@@ -916,10 +918,6 @@ void model_save_gguf(const char *path, const Model *m, const Tokenizer *tok, GGM
     free(outlier_cols);
     free(t);
     gguf_writer_free(&w);
-}
-
-static int string_is(GGUFString s, const char *c) {
-    return s.len == strlen(c) && memcmp(s.bytes, c, s.len) == 0;
 }
 
 // A required integer config key, within [lo, INT_MAX].
@@ -1133,110 +1131,15 @@ static int weights_from_gguf(const GGUFFile *g, Model *m, Error *err) {
     return rc;
 }
 
-// The tokenizer's own error, prefixed with the file it came from.
-static int tokenizer_error(const GGUFFile *g, const Error *inner, Error *err) {
-    return error_set(err, "%s: tokenizer: %s", g->path, inner->msg);
-}
-
-// A "gpt2" vocabulary in our layout, split by our pre-tokenizer (tokenizer_from_gpt2).
-static int bpe_from_gguf(const GGUFFile *g, const GGUFString *tokens, size_t n, Tokenizer *tok, Error *err) {
-    GGUFString pre;
-    if (!gguf_find_kv(g, "tokenizer.ggml.pre"))
-        return error_set(err, "%s: the gpt2 tokenizer has no tokenizer.ggml.pre (ours is \"%s\")", g->path, TOKENIZER_BPE_PRE);
-    if (gguf_get_string(g, "tokenizer.ggml.pre", &pre, err)) return -1;
-    if (!string_is(pre, TOKENIZER_BPE_PRE))
-        return error_set(err, "%s: pre-tokenizer '%.*s' is not supported (only \"%s\", which ours implements)",
-                         g->path, (int)(pre.len < 40 ? pre.len : 40), (const char *)pre.bytes, TOKENIZER_BPE_PRE);
-    GGUFString *merges;
-    size_t n_merges;
-    if (gguf_get_array_string(g, "tokenizer.ggml.merges", &merges, &n_merges, err)) return -1;
-    const unsigned char **tok_s = mallocCheck((n + 1) * sizeof *tok_s), **merge_s = mallocCheck((n_merges + 1) * sizeof *merge_s);
-    size_t *tok_len = mallocCheck((n + 1) * sizeof *tok_len), *merge_len = mallocCheck((n_merges + 1) * sizeof *merge_len);
-    for (size_t i = 0; i < n; i++) tok_s[i] = tokens[i].bytes, tok_len[i] = tokens[i].len;
-    for (size_t i = 0; i < n_merges; i++) merge_s[i] = merges[i].bytes, merge_len[i] = merges[i].len;
-    Error inner;
-    int rc = 0;
-    if (n_merges > INT_MAX)
-        rc = error_set(err, "%s: %zu merges is too many", g->path, n_merges);
-    else if (tokenizer_from_gpt2(tok, tok_s, tok_len, (int)n, merge_s, merge_len, (int)n_merges, &inner))
-        rc = tokenizer_error(g, &inner, err);
-    free(tok_s);
-    free(tok_len);
-    free(merge_s);
-    free(merge_len);
-    free(merges);
-    return rc;
-}
-
-static int llama_from_gguf(const GGUFFile *g, const GGUFString *tokens, size_t n, Tokenizer *tok,
-                           Error *err) {
-    float *scores;
-    size_t n_scores;
-    if (gguf_get_array_f32(g, "tokenizer.ggml.scores", &scores, &n_scores, err)) return -1;
-    if (n_scores != n) {
-        free(scores);
-        return error_set(err, "%s: %zu tokenizer scores for %zu tokens", g->path, n_scores, n);
-    }
-    const unsigned char **pieces = mallocCheck(n * sizeof *pieces);
-    int *lens = mallocCheck(n * sizeof *lens);
-    for (size_t i = 0; i < n; i++) {
-        GGUFString p = replace_bytes(tokens[i], SP_SPACE, " ");
-        pieces[i] = p.bytes;
-        lens[i] = p.len <= INT_MAX ? (int)p.len : INT_MAX;
-    }
-    Error inner;
-    int rc = tokenizer_from_pieces(tok, pieces, lens, scores, (int)n, &inner)
-                 ? tokenizer_error(g, &inner, err)
-                 : 0;
-    for (size_t i = 0; i < n; i++) free((void *)pieces[i]);
-    free(pieces);
-    free(lens);
-    free(scores);
-    return rc;
-}
-
-// The token count and special ids must be the ones the rebuilt tokenizer has (the pieces
-// themselves are checked as it is rebuilt).
-static int check_tokenizer(const GGUFFile *g, const Tokenizer *tok, size_t n, Error *err) {
-    if ((size_t)tok->vocab_size != n)
-        return error_set(err, "%s: the tokenizer rebuilds %d tokens, the file lists %zu", g->path,
-                         tok->vocab_size, n);
-    const char *keys[2] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"};
-    int ids[2] = {tok->bos_id, tok->eos_id};
-    for (int k = 0; k < 2; k++) {
-        int64_t id;
-        if (!gguf_find_kv(g, keys[k])) continue;
-        if (gguf_get_int(g, keys[k], &id, err)) return -1;
-        if (id != ids[k])
-            return error_set(err, "%s: %s = %lld, but this tokenizer's is %d", g->path, keys[k],
-                             (long long)id, ids[k]);
+// The file's tokenizer, any kind (tokenizer_read_gguf), which must have the model's vocab_size tokens.
+static int tokenizer_from_gguf(const GGUFFile *g, int vocab_size, Tokenizer *tok, Error *err) {
+    if (tokenizer_read_gguf(tok, g, err)) return -1;
+    if (tok->vocab_size != vocab_size) {
+        int n = tok->vocab_size;
+        tokenizer_free(tok);
+        return error_set(err, "%s: the tokenizer has %d tokens, the model's vocab_size is %d", g->path, n, vocab_size);
     }
     return 0;
-}
-
-static int tokenizer_from_gguf(const GGUFFile *g, int vocab_size, Tokenizer *tok, Error *err) {
-    GGUFString model;
-    if (!gguf_find_kv(g, "tokenizer.ggml.model"))
-        return error_set(err, "%s: the file holds no tokenizer (no tokenizer.ggml.model)", g->path);
-    if (gguf_get_string(g, "tokenizer.ggml.model", &model, err)) return -1;
-    GGUFString *tokens;
-    size_t n;
-    if (gguf_get_array_string(g, "tokenizer.ggml.tokens", &tokens, &n, err)) return -1;
-    int rc;
-    if (n != (size_t)vocab_size)
-        rc = error_set(err, "%s: the tokenizer has %zu tokens, the model's vocab_size is %d", g->path, n,
-                       vocab_size);
-    else if (string_is(model, "gpt2"))
-        rc = bpe_from_gguf(g, tokens, n, tok, err);
-    else if (string_is(model, "llama"))
-        rc = llama_from_gguf(g, tokens, n, tok, err);
-    else
-        rc =
-            error_set(err, "%s: tokenizer model '%.*s' is not supported (expected 'gpt2' or 'llama')",
-                      g->path, (int)(model.len < 40 ? model.len : 40), (const char *)model.bytes);
-    if (rc == 0 && (rc = check_tokenizer(g, tok, n, err)) != 0) tokenizer_free(tok);
-    free(tokens);
-    return rc;
 }
 
 // The loaded model holds every weight as fp32 (and the quantised tensors beside them) while the

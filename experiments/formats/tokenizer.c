@@ -1,4 +1,6 @@
-// tokenizer.c: byte-level BPE training/encoding and llama2.c's tokenizer.bin (see tokenizer.h).
+// tokenizer.c: byte-level BPE training/encoding, llama2.c's tokenizer.bin, SentencePiece encoding,
+// the special-token cut and decoding (see tokenizer.h). Foreign GGUF vocabularies are built in
+// tokenizer_vocab.c; both share tokenizer_internal.h.
 //
 // BPE training works on unique chunks (words) weighted by their counts. It keeps, for every
 // adjacent pair, its total count and the words it occurs in, plus a heap of pairs by
@@ -15,271 +17,190 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_VOCAB (1 << 22)       // bounds vocab sizes read from options and files
-#define MAX_PIECE_BYTES (1 << 16) // bounds llama2.c piece lengths read from files
+#include "tokenizer_internal.h"
+#include "unicode.h"
+
 #define N_SPECIAL 2               // BPE: BOS and EOS after the merges
 static const char BOS_PIECE[] = "<|bos|>";
 static const char EOS_PIECE[] = "<|eos|>";
 
 // ----------------------------------------------------------------------------
-// hash maps: (int, int) pair -> int, and byte string -> int (keys not owned)
+// the pre-split rule (documented in tokenizer.h): llama.cpp's unicode_regex_split_custom_gpt2
+// over the stretches its "\p{N}" split leaves, on codepoints decoded as unicode_decode does
 
-static uint64_t mix64(uint64_t x) { // splitmix64's finaliser
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
+enum { BOUNDARY = -1 }; // past the stretch: the end of the text, or a number when numbers split
 
-static uint64_t hash_bytes(const unsigned char *s, int len) { // FNV-1a
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (int i = 0; i < len; i++) h = (h ^ s[i]) * 0x100000001b3ULL;
-    return h;
-}
-
-static size_t table_capacity(size_t expected) { // a power of two at most half full
-    size_t cap = 16;
-    while (cap < 2 * expected) cap *= 2;
-    return cap;
-}
-
-#define PAIR_EMPTY UINT64_MAX // no pair of ids in [0, 2^31) has this key
-
-typedef struct {
-    uint64_t *keys; // (cap) PAIR_EMPTY marks a free slot
-    int *vals;      // (cap)
-    size_t cap, n;
-} PairMap;
-
-static uint64_t pair_key(int a, int b) { return (uint64_t)(uint32_t)a << 32 | (uint32_t)b; }
-
-static void pairmap_init(PairMap *m, size_t expected) {
-    m->cap = table_capacity(expected);
-    m->n = 0;
-    m->keys = mallocCheck(m->cap * sizeof *m->keys);
-    m->vals = mallocCheck(m->cap * sizeof *m->vals);
-    for (size_t i = 0; i < m->cap; i++) m->keys[i] = PAIR_EMPTY;
-}
-
-static void pairmap_free(PairMap *m) {
-    free(m->keys);
-    free(m->vals);
-}
-
-static size_t pairmap_slot(const PairMap *m, uint64_t key) { // key's slot, or the free one for it
-    size_t i = mix64(key) & (m->cap - 1);
-    while (m->keys[i] != PAIR_EMPTY && m->keys[i] != key) i = (i + 1) & (m->cap - 1);
-    return i;
-}
-
-static int pairmap_get(const PairMap *m, int a, int b) { // the value, or -1 when absent
-    size_t i = pairmap_slot(m, pair_key(a, b));
-    return m->keys[i] == PAIR_EMPTY ? -1 : m->vals[i];
-}
-
-static void pairmap_grow(PairMap *m) {
-    PairMap bigger;
-    pairmap_init(&bigger, m->cap);
-    for (size_t i = 0; i < m->cap; i++) {
-        if (m->keys[i] == PAIR_EMPTY) continue;
-        size_t j = pairmap_slot(&bigger, m->keys[i]);
-        bigger.keys[j] = m->keys[i];
-        bigger.vals[j] = m->vals[i];
+// The class of the codepoint at text[i] as GPT-2's regex sees it, and in *n its bytes.
+static int class_at(const unsigned char *text, size_t len, size_t i, bool split_digits, size_t *n) {
+    if (i >= len) {
+        *n = 0;
+        return BOUNDARY;
     }
-    bigger.n = m->n;
-    pairmap_free(m);
-    *m = bigger;
+    int cls = unicode_class(unicode_decode(text + i, len - i, n));
+    return split_digits && cls == UNICODE_NUMBER ? BOUNDARY : cls;
 }
 
-static void pairmap_put(PairMap *m, int a, int b, int val) {
-    uint64_t key = pair_key(a, b);
-    size_t i = pairmap_slot(m, key);
-    m->vals[i] = val;
-    if (m->keys[i] != PAIR_EMPTY) return;
-    m->keys[i] = key;
-    if (2 * ++m->n > m->cap) pairmap_grow(m);
+// The codepoint at text[i] (i < len) and its bytes in *n.
+static uint32_t cp_at(const unsigned char *text, size_t len, size_t i, size_t *n) {
+    return unicode_decode(text + i, len - i, n);
 }
 
-typedef struct {
-    const unsigned char *key; // NULL marks a free slot
-    uint64_t hash;
-    int len, val;
-} BytesSlot;
-
-typedef struct {
-    BytesSlot *slots; // (cap)
-    size_t cap, n;
-} BytesMap;
-
-static void bytesmap_init(BytesMap *m, size_t expected) {
-    m->cap = table_capacity(expected);
-    m->n = 0;
-    m->slots = callocCheck(m->cap, sizeof *m->slots);
-}
-
-static BytesSlot *bytesmap_slot(const BytesMap *m, const unsigned char *s, int len, uint64_t h) {
-    size_t i = h & (m->cap - 1);
-    for (;; i = (i + 1) & (m->cap - 1)) {
-        BytesSlot *e = &m->slots[i];
-        if (!e->key || (e->hash == h && e->len == len && memcmp(e->key, s, len) == 0)) return e;
-    }
-}
-
-static int bytesmap_get(const BytesMap *m, const unsigned char *s, int len) { // value or -1
-    BytesSlot *e = bytesmap_slot(m, s, len, hash_bytes(s, len));
-    return e->key ? e->val : -1;
-}
-
-static void bytesmap_grow(BytesMap *m) {
-    BytesMap bigger;
-    bytesmap_init(&bigger, m->cap);
-    for (size_t i = 0; i < m->cap; i++) {
-        BytesSlot *e = &m->slots[i];
-        if (e->key) *bytesmap_slot(&bigger, e->key, e->len, e->hash) = *e;
-    }
-    bigger.n = m->n;
-    free(m->slots);
-    *m = bigger;
-}
-
-// Store val for s (which must outlive the map) unless s is present; return the stored value.
-static int bytesmap_add(BytesMap *m, const unsigned char *s, int len, int val) {
-    uint64_t h = hash_bytes(s, len);
-    BytesSlot *e = bytesmap_slot(m, s, len, h);
-    if (e->key) return e->val;
-    *e = (BytesSlot){.key = s, .hash = h, .len = len, .val = val};
-    if (2 * ++m->n > m->cap) bytesmap_grow(m);
-    return val;
-}
-
-// One binary min-heap serves training (pairs by count) and encoding (merges by rank): entries
-// come out by key, then by tie; value rides along.
-typedef struct {
-    int64_t key, tie;
-    int value;
-} HeapEntry;
-
-typedef struct {
-    HeapEntry *e;
-    size_t n, cap;
-} MinHeap;
-
-static bool entry_before(HeapEntry x, HeapEntry y) { return x.key != y.key ? x.key < y.key : x.tie < y.tie; }
-
-static void minheap_push(MinHeap *h, HeapEntry x) {
-    if (h->n == h->cap) {
-        h->cap = h->cap ? 2 * h->cap : 1024;
-        h->e = reallocCheck(h->e, h->cap * sizeof *h->e);
-    }
-    size_t i = h->n++;
-    while (i > 0 && entry_before(x, h->e[(i - 1) / 2])) {
-        h->e[i] = h->e[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h->e[i] = x;
-}
-
-static HeapEntry minheap_pop(MinHeap *h) {
-    HeapEntry top = h->e[0], last = h->e[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t child = 2 * i + 1;
-        if (child >= h->n) break;
-        if (child + 1 < h->n && entry_before(h->e[child + 1], h->e[child])) child++;
-        if (!entry_before(h->e[child], last)) break;
-        h->e[i] = h->e[child];
-        i = child;
-    }
-    h->e[i] = last;
-    return top;
-}
-
-// ----------------------------------------------------------------------------
-// the pre-split rule (documented in tokenizer.h)
-
-enum { LETTER, DIGIT, SPACE, SYMBOL, BOUNDARY };
-
-static int byte_class(unsigned char c) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80) return LETTER;
-    if (c >= '0' && c <= '9') return DIGIT;
-    if (c == ' ' || (c >= '\t' && c <= '\r')) return SPACE;
-    return SYMBOL;
-}
-
-// The class of text[i] as GPT-2's regex sees it: digits were split off first, so a digit,
-// like the end of the text, bounds the stretch it works on.
-static int class_at(const unsigned char *text, size_t len, size_t i) {
-    int cls = i < len ? byte_class(text[i]) : BOUNDARY;
-    return cls == DIGIT ? BOUNDARY : cls;
-}
-
-// GPT-2's contractions 's 't 'm 'd 're 've 'll: the length of the one at pos, or 0.
+// GPT-2's contractions 's 't 'm 'd 're 've 'll: the bytes of the one at pos, or 0. Codepoints,
+// not bytes, are compared (an overlong "\xc0\xa7" is an apostrophe to llama.cpp); no number
+// is one of these letters, so the number split cannot cut one.
 static size_t contraction_len(const unsigned char *text, size_t len, size_t pos) {
-    if (text[pos] != '\'' || class_at(text, len, pos + 1) == BOUNDARY) return 0;
-    unsigned char c1 = text[pos + 1];
-    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return 2;
-    if (class_at(text, len, pos + 2) == BOUNDARY) return 0;
-    unsigned char c2 = text[pos + 2];
-    return (c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l') ? 3 : 0;
+    size_t n0, n1, n2;
+    if (cp_at(text, len, pos, &n0) != '\'' || pos + n0 >= len) return 0;
+    uint32_t c1 = cp_at(text, len, pos + n0, &n1);
+    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return n0 + n1;
+    if (pos + n0 + n1 >= len) return 0;
+    uint32_t c2 = cp_at(text, len, pos + n0 + n1, &n2);
+    bool three = (c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l');
+    return three ? n0 + n1 + n2 : 0;
+}
+
+static size_t chunk_end(const unsigned char *text, size_t len, size_t pos, bool split_digits) {
+    size_t n;
+    uint32_t cp = cp_at(text, len, pos, &n);
+    if (split_digits && unicode_class(cp) == UNICODE_NUMBER) return pos + n; // "\p{N}": one codepoint alone
+    size_t c = contraction_len(text, len, pos);
+    if (c > 0) return pos + c;
+    // " ?\p{L}+", " ?\p{N}+" (numbers unsplit), " ?[^\s\p{L}\p{N}]+": an optional space, then a
+    // run of one class.
+    size_t i = cp == ' ' ? pos + n : pos;
+    int cls = class_at(text, len, i, split_digits, &n);
+    if (cls == UNICODE_LETTER || cls == UNICODE_NUMBER || cls == UNICODE_OTHER) {
+        while (class_at(text, len, i, split_digits, &n) == cls) i += n;
+        return i;
+    }
+    // "\s+(?!\S)|\s+": a whitespace run of more than one leaves its last codepoint to what follows
+    // it, unless the stretch ends there.
+    size_t end = pos, last = pos, count = 0;
+    while (class_at(text, len, end, split_digits, &n) == UNICODE_SPACE) {
+        last = end;
+        end += n;
+        count++;
+    }
+    if (count > 1 && class_at(text, len, end, split_digits, &n) != BOUNDARY) return last;
+    if (count > 0) return end;
+    cp_at(text, len, pos, &n); // no rule matches (never, as llama.cpp's own)
+    return pos + n;
 }
 
 size_t tokenizer_chunk_end(const unsigned char *text, size_t len, size_t pos) {
-    if (byte_class(text[pos]) == DIGIT) return pos + 1;
-    size_t n = contraction_len(text, len, pos);
-    if (n > 0) return pos + n;
-    // " ?\p{L}+" and " ?[^\s\p{L}\p{N}]+": an optional space, then a run of one class.
-    size_t i = text[pos] == ' ' ? pos + 1 : pos;
-    int cls = class_at(text, len, i);
-    if (cls == LETTER || cls == SYMBOL) {
-        while (class_at(text, len, i) == cls) i++;
-        return i;
-    }
-    // "\s+(?!\S)|\s+": a whitespace run leaves its last character to a word after it.
-    size_t end = pos;
-    while (class_at(text, len, end) == SPACE) end++;
-    return end - pos > 1 && class_at(text, len, end) != BOUNDARY ? end - 1 : end;
+    return chunk_end(text, len, pos, true);
 }
 
 // ----------------------------------------------------------------------------
 // building a Tokenizer
 
-struct TokenizerIndex {
-    unsigned char *blob;      // every piece back to back; t->pieces point into it
-    unsigned char bytes[256]; // bytes[b] == b: what a byte-fallback piece decodes to
-    PairMap merge_rank;       // BPE: (left id, right id) -> merge index
-    BytesMap piece_id;        // llama2.c: piece bytes -> lowest id with those bytes
-    int max_piece_len;        // llama2.c: longest piece, bounds the joined pieces looked up
-    int dummy_prefix_id;      // llama2.c: the " " piece run.c puts before the text
-};
-
-// Give t vocab_size pieces of the lengths lens (taken over), all pointing into one blob.
-static void alloc_pieces(Tokenizer *t, TokenizerKind kind, int vocab_size, int *lens) {
+void tokenizer_alloc_pieces(Tokenizer *t, TokenizerKind kind, int vocab_size, int *lens) {
     memset(t, 0, sizeof *t);
     t->kind = kind;
     t->vocab_size = vocab_size;
+    t->bos_id = t->eos_id = -1;
     t->piece_len = lens;
     t->pieces = mallocCheck((size_t)vocab_size * sizeof *t->pieces);
     t->index = callocCheck(1, sizeof *t->index);
     size_t total = 0;
     for (int i = 0; i < vocab_size; i++) total += (size_t)lens[i];
-    t->index->blob = mallocCheck(total);
+    t->index->blob = mallocCheck(total + 1);
     size_t off = 0;
     for (int i = 0; i < vocab_size; off += (size_t)lens[i], i++) t->pieces[i] = t->index->blob + off;
     for (int b = 0; b < 256; b++) t->index->bytes[b] = (unsigned char)b;
 }
 
+// The lab's vocabularies: texts are the pieces, BOS and EOS control, the rest normal; EOS ends
+// generation; BOS is added.
+static void own_attributes(Tokenizer *t) {
+    TokenizerIndex *idx = t->index;
+    idx->texts = t->pieces;
+    idx->text_len = t->piece_len;
+    t->attr = mallocCheck((size_t)t->vocab_size);
+    memset(t->attr, TOKEN_NORMAL, (size_t)t->vocab_size);
+    t->attr[t->bos_id] = TOKEN_CONTROL;
+    t->attr[t->eos_id] = TOKEN_CONTROL;
+    t->n_eog = 1;
+    t->eog = mallocCheck(sizeof *t->eog);
+    t->eog[0] = t->eos_id;
+    t->add_bos = true;
+}
+
+// Specials sort by text length, longest first, then by id (llama.cpp sorts by length alone with
+// std::sort, whose order among equal lengths is unspecified; it matters only when two equally
+// long special texts can overlap, which neither real vocabulary's do: test_tokenizer_real checks).
+typedef struct {
+    int len, id;
+} SpecialKey;
+
+static int compare_specials(const void *a, const void *b) {
+    const SpecialKey *x = a, *y = b;
+    if (x->len != y->len) return x->len > y->len ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+void tokenizer_index_specials(Tokenizer *t) {
+    TokenizerIndex *idx = t->index;
+    int n = 0;
+    for (int i = 0; i < t->vocab_size; i++)
+        if (t->attr[i] & (TOKEN_CONTROL | TOKEN_USER_DEFINED | TOKEN_UNKNOWN)) n++;
+    SpecialKey *keys = mallocCheck(((size_t)n + 1) * sizeof *keys);
+    size_t total = 1;
+    for (int i = 0, k = 0; i < t->vocab_size; i++)
+        if (t->attr[i] & (TOKEN_CONTROL | TOKEN_USER_DEFINED | TOKEN_UNKNOWN)) {
+            keys[k++] = (SpecialKey){idx->text_len[i], i};
+            total += (size_t)idx->text_len[i];
+        }
+    qsort(keys, (size_t)n, sizeof *keys, compare_specials);
+    idx->n_specials = n;
+    idx->specials = mallocCheck(((size_t)n + 1) * sizeof *idx->specials);
+    for (int k = 0; k < n; k++) {
+        idx->specials[k] = keys[k].id;
+        if (!(t->attr[keys[k].id] & (TOKEN_CONTROL | TOKEN_UNKNOWN))) idx->cut_always = true;
+    }
+    free(keys);
+    // the trie of their texts: node 0 the root; a node that ends a text holds its place in specials
+    idx->trie_token = mallocCheck(total * sizeof *idx->trie_token);
+    idx->trie_token[0] = -1;
+    idx->n_trie = 1;
+    pairmap_init(&idx->trie, total);
+    for (int k = 0; k < n; k++) {
+        int id = idx->specials[k], node = 0;
+        for (int j = 0; j < idx->text_len[id]; j++) {
+            int child = pairmap_get(&idx->trie, node, idx->texts[id][j]);
+            if (child < 0) {
+                child = idx->n_trie++;
+                idx->trie_token[child] = -1;
+                pairmap_put(&idx->trie, node, idx->texts[id][j], child);
+            }
+            node = child;
+        }
+        if (node > 0) idx->trie_token[node] = k; // texts are distinct: one special per node
+    }
+}
+
 void tokenizer_free(Tokenizer *t) {
-    if (t->index) {
-        free(t->index->blob);
-        if (t->kind == TOKENIZER_BPE) pairmap_free(&t->index->merge_rank);
-        else free(t->index->piece_id.slots);
-        free(t->index);
+    TokenizerIndex *idx = t->index;
+    if (idx) {
+        free(idx->blob);
+        if (idx->text_blob) free(idx->text_blob), free(idx->texts), free(idx->text_len);
+        bytesmap_free(&idx->text_id);
+        free(idx->specials);
+        pairmap_free(&idx->trie);
+        free(idx->trie_token);
+        pairmap_free(&idx->merge_rank);
+        free(idx->merge_result);
+        free(idx->sym_blob);
+        bytesmap_free(&idx->piece_id);
+        free(idx);
     }
     free(t->pieces);
     free(t->piece_len);
     free(t->scores);
     free(t->merges);
+    free(t->attr);
+    free(t->eog);
+    free(t->chat_template);
     memset(t, 0, sizeof *t);
 }
 
@@ -315,10 +236,16 @@ int tokenizer_from_merges(Tokenizer *t, const int *merges, int n_merges, Error *
     lens[bos] = (int)strlen(BOS_PIECE);
     lens[eos] = (int)strlen(EOS_PIECE);
 
-    alloc_pieces(t, TOKENIZER_BPE, vocab_size, lens);
-    t->index->merge_rank = rank;
+    tokenizer_alloc_pieces(t, TOKENIZER_BPE, vocab_size, lens);
+    TokenizerIndex *idx = t->index;
+    idx->merge_rank = rank;
+    idx->merge_result = mallocCheck(((size_t)n_merges + 1) * sizeof *idx->merge_result);
+    for (int i = 0; i < n_merges; i++) idx->merge_result[i] = 256 + i;
+    for (int b = 0; b < 256; b++) idx->byte_sym[b] = b;
+    idx->n_syms = vocab_size;
+    idx->split_digits = true;
     t->n_merges = n_merges;
-    t->merges = mallocCheck(2 * (size_t)n_merges * sizeof *t->merges);
+    t->merges = mallocCheck((2 * (size_t)n_merges + 1) * sizeof *t->merges);
     if (n_merges > 0) memcpy(t->merges, merges, 2 * (size_t)n_merges * sizeof *merges);
     for (int b = 0; b < 256; b++) t->pieces[b][0] = (unsigned char)b;
     for (int i = 0; i < n_merges; i++) {
@@ -330,6 +257,8 @@ int tokenizer_from_merges(Tokenizer *t, const int *merges, int n_merges, Error *
     memcpy(t->pieces[eos], EOS_PIECE, (size_t)lens[eos]);
     t->bos_id = bos;
     t->eos_id = eos;
+    own_attributes(t);
+    tokenizer_index_specials(t);
     return 0;
 }
 
@@ -378,6 +307,8 @@ long tokenizer_gpt2_unspell(const unsigned char *s, size_t len, unsigned char *o
     }
     return n;
 }
+
+size_t tokenizer_gpt2_spell_byte(unsigned char b, unsigned char out[2]) { return tokenizer_gpt2_spell(&b, 1, out); }
 
 // The id of a spelled piece among the first n tokens, or -1; buf holds len bytes.
 static int gpt2_lookup(const BytesMap *ids, const unsigned char *s, size_t len, unsigned char *buf, int n) {
@@ -470,7 +401,7 @@ int tokenizer_from_pieces(Tokenizer *t, const unsigned char *const *pieces, cons
     }
     int *own_lens = mallocCheck((size_t)vocab_size * sizeof *own_lens);
     memcpy(own_lens, lens, (size_t)vocab_size * sizeof *lens);
-    alloc_pieces(t, TOKENIZER_LLAMA2C, vocab_size, own_lens);
+    tokenizer_alloc_pieces(t, TOKENIZER_LLAMA2C, vocab_size, own_lens);
     t->scores = mallocCheck((size_t)vocab_size * sizeof *t->scores);
     memcpy(t->scores, scores, (size_t)vocab_size * sizeof *scores);
     TokenizerIndex *idx = t->index;
@@ -487,6 +418,7 @@ int tokenizer_from_pieces(Tokenizer *t, const unsigned char *const *pieces, cons
     }
     t->bos_id = 1;
     t->eos_id = 2;
+    own_attributes(t); // no special-token cut: run.c has none
     return 0;
 }
 
@@ -725,14 +657,114 @@ int tokenizer_train_bpe(Tokenizer *t, const unsigned char *text, size_t len, int
     return rc;
 }
 
+
 // ----------------------------------------------------------------------------
-// encoding
+// the special-token cut (llama.cpp's tokenizer_st_partition)
+
+typedef struct {
+    size_t off, len; // a stretch of text, when token < 0
+    int token;
+} Fragment;
+
+typedef struct {
+    Fragment *f;
+    size_t n, cap;
+} Fragments;
+
+static void fragments_push(Fragments *fr, Fragment x) {
+    if (fr->n == fr->cap) {
+        fr->cap = fr->cap ? 2 * fr->cap : 16;
+        fr->f = reallocCheck(fr->f, fr->cap * sizeof *fr->f);
+    }
+    fr->f[fr->n++] = x;
+}
+
+static bool cut_applies(const Tokenizer *t, int id, bool parse_special) {
+    return parse_special || !(t->attr[id] & (TOKEN_CONTROL | TOKEN_UNKNOWN));
+}
+
+// Cut text into stretches and special tokens: for each special token that occurs in the text,
+// longest first, every occurrence in each stretch left so far, left to right. The trie tells
+// which specials occur at all, so that the cut walks only those.
+static void cut_specials(const Tokenizer *t, const unsigned char *text, size_t len, bool parse_special,
+                         Fragments *out) {
+    const TokenizerIndex *idx = t->index;
+    out->n = 0;
+    if (len == 0) return;
+    fragments_push(out, (Fragment){0, len, -1});
+    if (t->kind == TOKENIZER_LLAMA2C || !(parse_special || idx->cut_always)) return;
+    unsigned char *found = NULL; // found[k]: specials[k] occurs in the text
+    size_t n_found = 0;
+    for (size_t pos = 0; pos < len; pos++) {
+        for (int node = 0, j = 0; pos + (size_t)j < len; j++) {
+            node = pairmap_get(&idx->trie, node, text[pos + (size_t)j]);
+            if (node < 0) break;
+            int k = idx->trie_token[node];
+            if (k < 0 || !cut_applies(t, idx->specials[k], parse_special)) continue;
+            if (!found) found = callocCheck((size_t)idx->n_specials, 1);
+            if (!found[k]) found[k] = 1, n_found++;
+        }
+    }
+    Fragments next = {0};
+    for (int k = 0; k < idx->n_specials && n_found > 0; k++) {
+        if (!found[k]) continue;
+        n_found--;
+        int id = idx->specials[k];
+        const unsigned char *s = idx->texts[id];
+        size_t slen = (size_t)idx->text_len[id];
+        next.n = 0;
+        for (size_t i = 0; i < out->n; i++) {
+            Fragment fr = out->f[i];
+            if (fr.token >= 0) {
+                fragments_push(&next, fr);
+                continue;
+            }
+            size_t at = fr.off, end = fr.off + fr.len;
+            for (;;) {
+                const unsigned char *m = end - at >= slen ? memmem(text + at, end - at, s, slen) : NULL;
+                if (!m) break;
+                size_t mpos = (size_t)(m - text);
+                if (mpos > at) fragments_push(&next, (Fragment){at, mpos - at, -1});
+                fragments_push(&next, (Fragment){mpos, slen, id});
+                at = mpos + slen;
+            }
+            if (at < end) fragments_push(&next, (Fragment){at, end - at, -1});
+        }
+        Fragments swap = *out;
+        *out = next;
+        next = swap;
+    }
+    free(next.f);
+    free(found);
+}
+
+// ----------------------------------------------------------------------------
+// BPE encoding
 
 typedef struct {
     int *next, *prev; // (cap) the live symbols of the chunk as a linked list; -1 ends it
+    int *syms;        // (cap) a foreign chunk's symbols
+    unsigned char *bytes; // (cap) a foreign chunk re-encoded
     int cap;
     MinHeap heap;     // merges waiting: key the merge rank, tie the pair's left symbol
 } ChunkScratch;
+
+static void chunk_scratch_reserve(ChunkScratch *sc, int n) {
+    if (n <= sc->cap) return;
+    sc->cap = n;
+    sc->next = reallocCheck(sc->next, (size_t)n * sizeof *sc->next);
+    sc->prev = reallocCheck(sc->prev, (size_t)n * sizeof *sc->prev);
+    sc->syms = reallocCheck(sc->syms, (size_t)n * sizeof *sc->syms);
+    sc->bytes = reallocCheck(sc->bytes, (size_t)n);
+}
+
+static void chunk_scratch_free(ChunkScratch *sc) {
+    free(sc->next);
+    free(sc->prev);
+    free(sc->syms);
+    free(sc->bytes);
+    free(sc->heap.e);
+}
 
 // Queue the pair starting at symbol i, if its right neighbour exists and the pair has a merge.
 static void queue_pair(const PairMap *rank, const int *ids, ChunkScratch *sc, int i) {
@@ -741,82 +773,210 @@ static void queue_pair(const PairMap *rank, const int *ids, ChunkScratch *sc, in
     if (r >= 0) minheap_push(&sc->heap, (HeapEntry){r, i, 0});
 }
 
-// Encode one chunk as llama.cpp's gpt2 BPE does: take the queued pair of lowest rank (leftmost
-// on ties), skip it if a merge has changed it since, else merge it and queue the two pairs it
-// now forms with its neighbours. Returns the count written to out (<= len).
-static int bpe_encode_chunk(const Tokenizer *t, const unsigned char *s, int len, int *out, ChunkScratch *sc) {
-    const PairMap *rank = &t->index->merge_rank;
-    if (len > sc->cap) {
-        sc->cap = len;
-        sc->next = reallocCheck(sc->next, (size_t)sc->cap * sizeof *sc->next);
-        sc->prev = reallocCheck(sc->prev, (size_t)sc->cap * sizeof *sc->prev);
-    }
-    int *ids = out; // (len) symbol i's token; -1 once merged into its left neighbour
-    for (int i = 0; i < len; i++) {
-        ids[i] = s[i];
+// The merge loop of llama.cpp's gpt2 BPE over the n symbols ids[] of one chunk: take the queued
+// pair of lowest rank (leftmost on ties), skip it if a merge has changed it since, else merge it
+// into the symbol its merge makes and queue the two pairs it now forms with its neighbours.
+// The symbols left are compacted to the front of ids; returns their count.
+static int bpe_merge(const TokenizerIndex *idx, int *ids, int n, ChunkScratch *sc) {
+    const PairMap *rank = &idx->merge_rank;
+    for (int i = 0; i < n; i++) {
         sc->prev[i] = i - 1;
-        sc->next[i] = i + 1 < len ? i + 1 : -1;
+        sc->next[i] = i + 1 < n ? i + 1 : -1;
     }
     sc->heap.n = 0;
-    for (int i = 0; i + 1 < len; i++) queue_pair(rank, ids, sc, i);
+    for (int i = 0; i + 1 < n; i++) queue_pair(rank, ids, sc, i);
     while (sc->heap.n > 0) {
         HeapEntry c = minheap_pop(&sc->heap);
         int l = (int)c.tie, r = sc->next[l], merge = (int)c.key;
         if (ids[l] < 0 || r < 0 || pairmap_get(rank, ids[l], ids[r]) != merge) continue; // stale
-        ids[l] = 256 + merge;
+        ids[l] = idx->merge_result[merge];
         ids[r] = -1;
         sc->next[l] = sc->next[r];
         if (sc->next[r] >= 0) sc->prev[sc->next[r]] = l;
         queue_pair(rank, ids, sc, sc->prev[l]);
         queue_pair(rank, ids, sc, l);
     }
-    int n = 0;
-    for (int i = 0; i < len; i++)
-        if (ids[i] >= 0) out[n++] = ids[i];
-    return n;
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= 0) ids[k++] = ids[i];
+    return k;
 }
 
-static void chunk_scratch_free(ChunkScratch *sc) {
-    free(sc->next);
-    free(sc->prev);
-    free(sc->heap.e);
+// Encode one chunk; returns the count written to out. The lab's BPE: the chunk's own bytes are
+// its symbols and its tokens (at most len). A foreign BPE: each codepoint re-encoded as llama.cpp
+// does, each byte the symbol of its GPT-2 spelling, and at the end a symbol that is not a token
+// as the one-byte tokens of its spelling (at most 3 * len).
+static int bpe_encode_chunk(const Tokenizer *t, const unsigned char *s, int len, int *out, ChunkScratch *sc) {
+    const TokenizerIndex *idx = t->index;
+    if (!t->llama_cpp) {
+        chunk_scratch_reserve(sc, len);
+        for (int i = 0; i < len; i++) out[i] = s[i];
+        return bpe_merge(idx, out, len, sc);
+    }
+    chunk_scratch_reserve(sc, 3 * len + 1);
+    int n = 0;
+    for (int i = 0; i < len;) {
+        size_t k;
+        uint32_t cp = unicode_decode(s + i, (size_t)(len - i), &k);
+        n += (int)unicode_encode(cp, sc->bytes + n);
+        i += (int)k;
+    }
+    for (int i = 0; i < n; i++) sc->syms[i] = idx->byte_sym[sc->bytes[i]];
+    n = bpe_merge(idx, sc->syms, n, sc);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        int sym = sc->syms[i];
+        if (sym < t->vocab_size) {
+            out[k++] = sym;
+            continue;
+        }
+        for (const unsigned char *p = idx->texts[sym]; p < idx->texts[sym] + idx->text_len[sym]; p++)
+            if (idx->one_byte_token[*p] >= 0) out[k++] = idx->one_byte_token[*p];
+    }
+    return k;
 }
 
 typedef struct {
-    size_t start; // where the chunk's ids were first written in the output
-    int n;
-} CachedChunk;
+    BytesMap seen;      // chunk -> index in cached
+    struct {
+        size_t start;   // where the chunk's ids were first written in the output
+        int n;
+    } *cached;
+    int n_cached, cap;
+    ChunkScratch scratch;
+} BpeCache;
 
-// Chunk the text and encode each unique chunk once, copying the ids of repeats.
-static size_t bpe_encode(const Tokenizer *t, const unsigned char *text, size_t len, int *tokens) {
-    BytesMap seen; // chunk -> index in cached
-    bytesmap_init(&seen, 64);
-    CachedChunk *cached = NULL;
-    ChunkScratch scratch = {0};
-    int n_cached = 0, cap = 0;
-    size_t n = 0;
+static void bpe_cache_free(BpeCache *c) {
+    chunk_scratch_free(&c->scratch);
+    free(c->cached);
+    bytesmap_free(&c->seen);
+}
+
+// Chunk a stretch of text and encode each unique chunk once, copying the ids of repeats;
+// tokens[0..n0) are the ones written before (the cache points into them).
+static size_t bpe_encode(const Tokenizer *t, const unsigned char *text, size_t len, int *tokens, size_t n0,
+                         BpeCache *c) {
+    size_t n = n0;
+    if (!c->seen.slots) bytesmap_init(&c->seen, 64);
     for (size_t pos = 0, end; pos < len; pos = end) {
-        end = tokenizer_chunk_end(text, len, pos);
-        if (end - pos > INT_MAX / 3) die("tokenizer: a %zu-byte chunk is too long to encode", end - pos);
-        int c = bytesmap_add(&seen, text + pos, (int)(end - pos), n_cached);
-        if (c < n_cached) {
-            memcpy(tokens + n, tokens + cached[c].start, (size_t)cached[c].n * sizeof *tokens);
-            n += (size_t)cached[c].n;
+        end = chunk_end(text, len, pos, t->index->split_digits);
+        if (end - pos > INT_MAX / 4) die("tokenizer: a %zu-byte chunk is too long to encode", end - pos);
+        int k = bytesmap_add(&c->seen, text + pos, (int)(end - pos), c->n_cached);
+        if (k < c->n_cached) {
+            memmove(tokens + n, tokens + c->cached[k].start, (size_t)c->cached[k].n * sizeof *tokens);
+            n += (size_t)c->cached[k].n;
             continue;
         }
-        if (n_cached == cap) {
-            cap = cap ? 2 * cap : 64;
-            cached = reallocCheck(cached, (size_t)cap * sizeof *cached);
+        if (c->n_cached == c->cap) {
+            c->cap = c->cap ? 2 * c->cap : 64;
+            c->cached = reallocCheck(c->cached, (size_t)c->cap * sizeof *c->cached);
         }
-        cached[n_cached].start = n;
-        cached[n_cached].n = bpe_encode_chunk(t, text + pos, (int)(end - pos), tokens + n, &scratch);
-        n += (size_t)cached[n_cached++].n;
+        c->cached[k].start = n;
+        c->cached[k].n = bpe_encode_chunk(t, text + pos, (int)(end - pos), tokens + n, &c->scratch);
+        n += (size_t)c->cached[c->n_cached++].n;
     }
-    chunk_scratch_free(&scratch);
-    free(cached);
-    free(seen.slots);
-    return n;
+    return n - n0;
 }
+
+// ----------------------------------------------------------------------------
+// SentencePiece encoding (llama.cpp's llm_tokenizer_spm_session)
+
+typedef struct {
+    unsigned char *text; // the stretch with ' ' as U+2581
+    int *start, *n, *prev, *next, *token; // per symbol; n == 0 once merged into its left
+    size_t cap_text;
+    int cap;
+    MinHeap heap; // bigrams: key the score (highest first), tie the left symbol, value the token
+} SpmScratch;
+
+static void spm_scratch_free(SpmScratch *sc) {
+    free(sc->text);
+    free(sc->start);
+    free(sc->n);
+    free(sc->prev);
+    free(sc->next);
+    free(sc->token);
+    free(sc->heap.e);
+}
+
+// A heap key that orders scores highest first (-0 as 0; NaN is refused when loading).
+static int64_t score_key(float f) {
+    if (f == 0.0f) f = 0.0f;
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    uint32_t ordered = bits & 0x80000000u ? ~bits : bits | 0x80000000u; // ascending with f
+    return -(int64_t)ordered;
+}
+
+static void spm_try_bigram(const Tokenizer *t, SpmScratch *sc, int l, int r) {
+    if (l < 0 || r < 0) return;
+    int id = bytesmap_get(&t->index->text_id, sc->text + sc->start[l], sc->n[l] + sc->n[r]);
+    if (id < 0) return;
+    minheap_push(&sc->heap, (HeapEntry){score_key(t->scores[id]), l, id});
+}
+
+static size_t spm_encode(const Tokenizer *t, const unsigned char *s, size_t len, bool prefix, int *out,
+                         SpmScratch *sc) {
+    const TokenizerIndex *idx = t->index;
+    size_t need = 3 * (len + 1);
+    if (need > sc->cap_text) {
+        sc->cap_text = need;
+        sc->text = reallocCheck(sc->text, need);
+    }
+    size_t m = 0;
+    if (prefix) memcpy(sc->text, "\xe2\x96\x81", 3), m = 3;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == ' ') memcpy(sc->text + m, "\xe2\x96\x81", 3), m += 3;
+        else sc->text[m++] = s[i];
+    }
+    if (m > INT_MAX / 2) die("tokenizer: a %zu-byte stretch of text is too long to encode", len);
+    if ((int)m > sc->cap) {
+        sc->cap = (int)m;
+        sc->start = reallocCheck(sc->start, m * sizeof *sc->start);
+        sc->n = reallocCheck(sc->n, m * sizeof *sc->n);
+        sc->prev = reallocCheck(sc->prev, m * sizeof *sc->prev);
+        sc->next = reallocCheck(sc->next, m * sizeof *sc->next);
+        sc->token = reallocCheck(sc->token, m * sizeof *sc->token);
+    }
+    int n_sym = 0;
+    for (size_t off = 0; off < m; n_sym++) { // one symbol per character, as its first byte says
+        size_t k = unicode_len_utf8(sc->text[off]);
+        if (k > m - off) k = m - off;
+        sc->start[n_sym] = (int)off;
+        sc->n[n_sym] = (int)k;
+        sc->prev[n_sym] = n_sym - 1;
+        off += k;
+        sc->next[n_sym] = off == m ? -1 : n_sym + 1;
+        sc->token[n_sym] = bytesmap_get(&idx->text_id, sc->text + sc->start[n_sym], (int)k);
+    }
+    sc->heap.n = 0;
+    for (int i = 1; i < n_sym; i++) spm_try_bigram(t, sc, i - 1, i);
+    while (sc->heap.n > 0) {
+        HeapEntry b = minheap_pop(&sc->heap);
+        int l = (int)b.tie, r = sc->next[l];
+        // stale once either side has merged since (llama.cpp compares the joined size)
+        if (sc->n[l] == 0 || r < 0 || sc->n[l] + sc->n[r] != idx->text_len[b.value]) continue;
+        sc->n[l] += sc->n[r];
+        sc->n[r] = 0;
+        sc->token[l] = b.value;
+        sc->next[l] = sc->next[r];
+        if (sc->next[r] >= 0) sc->prev[sc->next[r]] = l;
+        spm_try_bigram(t, sc, sc->prev[l], l);
+        spm_try_bigram(t, sc, l, sc->next[l]);
+    }
+    size_t k = 0;
+    for (int i = n_sym > 0 ? 0 : -1; i >= 0; i = sc->next[i]) {
+        if (sc->token[i] >= 0) {
+            out[k++] = sc->token[i];
+            continue;
+        }
+        for (int j = 0; j < sc->n[i]; j++) out[k++] = idx->byte_token[sc->text[sc->start[i] + j]];
+    }
+    return k;
+}
+
+// ----------------------------------------------------------------------------
+// llama2.c encoding
 
 // The id of the piece pieces[a] ++ pieces[b], or -1; buf holds two pieces.
 static int joined_id(const Tokenizer *t, int a, int b, unsigned char *buf) {
@@ -867,18 +1027,46 @@ static size_t llama2c_encode(const Tokenizer *t, const unsigned char *text, size
     return n;
 }
 
-size_t tokenizer_encode(const Tokenizer *t, const unsigned char *text, size_t len, bool bos,
-                        bool eos, int *tokens) {
+size_t tokenizer_tokenize(const Tokenizer *t, const unsigned char *text, size_t len, unsigned flags,
+                          int *tokens) {
     size_t n = 0;
-    if (bos) tokens[n++] = t->bos_id;
-    if (t->kind == TOKENIZER_BPE) n += bpe_encode(t, text, len, tokens + n);
-    else n = llama2c_encode(t, text, len, tokens, n);
-    if (eos) tokens[n++] = t->eos_id;
+    if ((flags & TOKENIZER_ADD_BOS) && t->bos_id >= 0) tokens[n++] = t->bos_id;
+    if (t->kind == TOKENIZER_LLAMA2C) {
+        n = llama2c_encode(t, text, len, tokens, n);
+    } else {
+        Fragments fr = {0};
+        cut_specials(t, text, len, flags & TOKENIZER_PARSE_SPECIAL, &fr);
+        BpeCache cache = {0};
+        SpmScratch spm = {0};
+        bool prev_special = true; // SentencePiece's space prefix: at the start and after a special
+        for (size_t i = 0; i < fr.n; i++) {
+            Fragment f = fr.f[i];
+            if (f.token >= 0) {
+                tokens[n++] = f.token;
+                prev_special = true;
+            } else if (t->kind == TOKENIZER_SPM) {
+                n += spm_encode(t, text + f.off, f.len, t->index->add_space_prefix && prev_special, tokens + n, &spm);
+                prev_special = false;
+            } else {
+                n += bpe_encode(t, text + f.off, f.len, tokens, n, &cache);
+                prev_special = false;
+            }
+        }
+        bpe_cache_free(&cache);
+        spm_scratch_free(&spm);
+        free(fr.f);
+    }
+    if ((flags & TOKENIZER_ADD_EOS) && t->eos_id >= 0) tokens[n++] = t->eos_id;
     return n;
 }
 
+size_t tokenizer_encode(const Tokenizer *t, const unsigned char *text, size_t len, bool bos,
+                        bool eos, int *tokens) {
+    return tokenizer_tokenize(t, text, len, (bos ? TOKENIZER_ADD_BOS : 0) | (eos ? TOKENIZER_ADD_EOS : 0), tokens);
+}
+
 // ----------------------------------------------------------------------------
-// decoding
+// decoding and lookups
 
 static int hex_digit(unsigned char c) {
     if (c >= '0' && c <= '9') return c - '0';
@@ -899,7 +1087,7 @@ const unsigned char *tokenizer_piece(const Tokenizer *t, int prev_token, int tok
         die("tokenizer: token id %d is outside the vocabulary [0, %d)", token, t->vocab_size);
     const unsigned char *p = t->pieces[token];
     *len = (size_t)t->piece_len[token];
-    if (token == t->bos_id || token == t->eos_id) {
+    if (t->attr[token] & (TOKEN_CONTROL | TOKEN_UNKNOWN)) { // BOS, EOS, a chat template's markers
         *len = 0;
         return p;
     }
@@ -931,6 +1119,25 @@ unsigned char *tokenizer_decode(const Tokenizer *t, const int *tokens, size_t n,
     out[total] = '\0';
     *len = total;
     return out;
+}
+
+bool tokenizer_is_eog(const Tokenizer *t, int token) {
+    for (int i = 0; i < t->n_eog; i++)
+        if (t->eog[i] == token) return true;
+    return false;
+}
+
+int tokenizer_find_token(const Tokenizer *t, const char *text) {
+    size_t len = strlen(text);
+    if (len > INT_MAX) return -1;
+    const TokenizerIndex *idx = t->index;
+    if (idx->text_id.slots) {
+        int id = bytesmap_get(&idx->text_id, (const unsigned char *)text, (int)len);
+        return id < t->vocab_size ? id : -1;
+    }
+    for (int i = 0; i < t->vocab_size; i++)
+        if ((size_t)idx->text_len[i] == len && memcmp(idx->texts[i], text, len) == 0) return i;
+    return -1;
 }
 
 // ----------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 // make_seeds.c: writes the small, valid files that seed the fuzzers beside the real ones (the
 // quick models, templates, CSVs that `make fuzz` also copies in): tiny GGUF checkpoints (BPE
 // and llama vocabularies, F32 and F16, tied and untied), llama2.c checkpoints (legacy and
-// version 1) and a tokenizer.bin, and vocabularies in fuzz_tokenizer_import's record format.
+// version 1) and a tokenizer.bin, vocabularies in fuzz_tokenizer_import's record format, and
+// quantised rows for fuzz_quant_blocks.
 // Small seeds keep each execution fast, so the fuzzers reach their 10^6 executions.
 // Usage: make_seeds DIR (writes DIR/<target>/<seed>); run by `make fuzz`.
 #include <stdio.h>
@@ -88,6 +89,21 @@ static void import_seeds(const Tokenizer *llama, const Tokenizer *bpe) {
     free(buf);
 }
 
+// fuzz_quant_blocks' inputs: per weight type (byte 0: its index in the target's list), one block
+// (byte 1 = 0), then two rows and the activations from bytes below 0x3C, so that every fp16 scale
+// and float read from them is finite and at most about 1.
+static void quant_block_seeds(void) {
+    uint8_t buf[2 + 2 * 1024 + 1024];
+    uint64_t rng = rng_seed(28);
+    for (int k = 0; k < 10; k++) {
+        char name[32];
+        buf[0] = (uint8_t)k, buf[1] = 0;
+        for (size_t i = 2; i < sizeof buf; i++) buf[i] = (uint8_t)(rng_u64(&rng) % 0x3C);
+        snprintf(name, sizeof name, "type%d", k);
+        write_bytes(seed_path("quant_blocks", name), buf, sizeof buf);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) die("usage: make_seeds DIR");
     dir = argv[1];
@@ -116,6 +132,7 @@ int main(int argc, char **argv) {
     llama2c_save_tokenizer(seed_path("llama2c_tokenizer", "tokenizer.bin"), &llama);
     import_seeds(&llama, &bpe);
     write_bytes(seed_path("bpe", "text"), TEXT, sizeof TEXT - 1);
+    quant_block_seeds();
     tokenizer_free(&bpe);
     tokenizer_free(&llama);
     return 0;
