@@ -107,6 +107,7 @@ help:
 
 # The jobs, in the order they read each other's variables.
 include mk/deps.mk
+include mk/real.mk
 include mk/build.mk
 include mk/test.mk
 include mk/report.mk

@@ -38,6 +38,10 @@ HELPER_LIB := $(BUILD)/libhelpers.a
 
 PROGRAMS := $(patsubst %,$(BIN)/%,$(EXPERIMENTS) $(TOOLS)) $(patsubst experiments/%.c,$(BIN)/%,$(PROG_SRC)) \
             $(if $(wildcard render/main.c),$(BIN)/render)
+# bin/corpus (experiments/corpus/): the validation text as a file, for the real-model fixtures (mk/real.mk)
+PROGRAMS += $(BIN)/corpus
+# bin/real_models (experiments/real_models/): the real models against llama.cpp, a report step of its own (mk/report.mk)
+PROGRAMS += $(BIN)/real_models
 # Link order is layer order, top first: each library uses only those after it (a program's
 # own objects or, for a test, the experiments' helpers, then the harness, the trainer, the
 # formats, the engine, the CUDA and CPU kernels, the base).

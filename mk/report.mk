@@ -6,6 +6,7 @@
 # or the profile changed.
 # Reads from the Makefile: PROFILE, BUILD, BIN, CUDA, EXPERIMENTS, CUDA_EXPERIMENTS, FORCE;
 # from mk/build.mk: the `all` target and the programs $(BIN)/*; from mk/deps.mk: `deps`; from
+# mk/real.mk: REAL_DIR, REAL_MODELS, KJV_VALID (the real_models step); from
 # the command line: OUT (the run directory: report_run.sh's stage inside `make report`),
 # MODELS_DIR (scripts/fleet, tests/test_interrupt.c), A, B, RUNS.
 # Defines for the others: MODELS_DIR, TARGET, REPORT_STEPS, HAS_GPU.
@@ -49,6 +50,11 @@ quantization_ARGS          = --model $(TARGET)
 quantization_INPUTS        = $(TARGET)
 serving_ARGS               = --model $(TARGET)
 serving_INPUTS             = $(TARGET) templates/hardware.csv templates/model_presets.csv
+# The real published models (mk/real.mk), held to llama.cpp's outputs recorded in
+# tests/fixtures/real: a step of their own beside the Makefile's EXPERIMENTS (bin/real_models).
+real_models_ARGS           = --models $(REAL_DIR) --text $(KJV_VALID)
+real_models_INPUTS         = $(REAL_MODELS) $(KJV_VALID) $(wildcard tests/fixtures/real/*/greedy.txt \
+                             tests/fixtures/real/*/perplexity.txt tests/fixtures/real/llama_bench_*.csv)
 
 # A step's target is the manifest the harness writes after every table and meta.csv of a
 # successful run, by temp + rename: <name>.done for the CPU run, <name>.cuda.done for the
@@ -67,6 +73,7 @@ CUDA_STEP = $(OUT)/$(1).cuda.done
 HAS_GPU      := $(if $(filter 1,$(CUDA)),$(shell nvidia-smi -L >/dev/null 2>&1 && echo 1))
 REPORT_STEPS  = $(foreach e,$(EXPERIMENTS),$(call STEP,$(e))) \
                 $(if $(HAS_GPU),$(foreach e,$(CUDA_EXPERIMENTS),$(call CUDA_STEP,$(e))))
+REPORT_STEPS += $(call STEP,real_models)
 # A CUDA step that finds no usable device after all exits 2: that is "not run", not a failure.
 # Its reason goes into the experiment's _CUDA_SKIP file, which the report prints in place of
 # the GPU part, and the run wrote no manifest, so the next `make report` tries again.
@@ -117,7 +124,7 @@ $(call CUDA_STEP,$(1)): $(BIN)/$(1) $($(1)_INPUTS) $(OUT)/profile.stamp
 	$$(call RUN_CUDA,$(1),$($(1)_ARGS))
 endif
 endef
-$(foreach e,$(EXPERIMENTS),$(eval $(call EXPERIMENT_STEPS,$(e))))
+$(foreach e,$(EXPERIMENTS) real_models,$(eval $(call EXPERIMENT_STEPS,$(e))))
 
 # The Models section reads bin/train's records of the models the experiments used: the zoo
 # table, passkey retrieval by depth and context, and the target's training log. Copied (via

@@ -12,7 +12,7 @@
 # than the machine's (kernels/cpu/vec.h's VEC_BITS): 256-bit and scalar, so the fallbacks
 # stay tested on an AVX-512 machine.
 VEC_FALLBACK_BITS := 256 32
-VEC_TESTS         := test_attention_full test_kernels test_quant
+VEC_TESTS         := test_attention_full test_kernels test_quant test_ggml_quants
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC)) \
             $(foreach b,$(VEC_FALLBACK_BITS),$(patsubst %,$(BUILD)/tests/%_vec$(b),$(VEC_TESTS)))
 
@@ -39,8 +39,9 @@ $(BUILD)/tests/test_fuzz_regressions: $(BUILD)/tests/test_fuzz_regressions.o $(R
 	$(CC) $(LDFLAGS) $< $(LINK_LIBS) -o $@ $(RENDER_LIBS) $(LDLIBS) -lcmocka
 
 # The end-to-end tests run the programs of this build (INFERLAB_BIN) from the repository root,
-# and test_e2e checks that every CUDA experiment without a device says "not run".
-test: $(TESTS) $(PROGRAMS)
+# and test_e2e checks that every CUDA experiment without a device says "not run". The real
+# models and the KJV validation text (mk/real.mk) are inputs of test_real_models and others.
+test: $(TESTS) $(PROGRAMS) $(REAL_MODELS) $(KJV_VALID)
 	@failed=""; for t in $(TESTS); do \
 	    echo "== $$t"; INFERLAB_ROOT=$(CURDIR) INFERLAB_BIN=$(CURDIR)/$(BIN) \
 	        INFERLAB_CUDA_EXPERIMENTS="$(CUDA_EXPERIMENTS)" $$t || failed="$$failed $${t##*/}"; done; \
