@@ -16,6 +16,7 @@
 #include "kernels.h"
 #include "reference.h"
 #include "test_util.h"
+#include "cpu/vec.h" // its inline primitives, compiled into this test at the build's own width
 
 static float *random_buffer(size_t n, uint64_t *rng) {
     float *x = mallocCheck(n * sizeof(float));
@@ -108,8 +109,10 @@ static void test_rope(void **state) {
         memcpy(y, x, sizeof y);
         rope_rotate(x, H, hd, pos, inv_freq, 1.3f, style);
         ref_rope_rotate(y, H, hd, pos, inv_freq, 1.3f, style);
-        // angles up to 2000 rad: float argument rounding bounds the agreement
-        assert_close(x, y, (size_t)H * hd, 1e-4, 2e-4);
+        // angles up to 4000 rad, grown by repeated float multiplication as ggml grows them
+        // (theta_i = theta_(i-1) r): up to a few ulps of 2.4e-4 rad where the old single
+        // product was off by half of one, so 5e-4 absolute (was 2e-4)
+        assert_close(x, y, (size_t)H * hd, 1e-4, 5e-4);
         free(x);
     }
 }
@@ -539,6 +542,53 @@ static void test_train_kernels_thread_independent(void **state) {
     free(x); free(w); free(dy); free(q); free(k); free(v); free(d_out);
 }
 
+// The kernels round as llama.cpp's CPU backend (ggml-cpu) does on an AVX-512 build, which is
+// what lets the engine's greedy tokens and logits equal llama.cpp's bit for bit. The recorded
+// values are libggml-cpu's own (ggml_vec_dot_f32, ggml_vec_soft_max_f32's exps and double sum,
+// ggml_vec_swiglu_f32) on fixed inputs; RoPE is checked against ggml's formula (the angle chain
+// theta_i = theta_(i-1) r, cosf / sinf, a c - b s and a s + b c fused as gcc fuses them),
+// computed here with this machine's libm as ggml's would be. dot_f32 and the exp are vec.h's
+// at this object's width, so they are checked when that is 512 bits; swiglu over whole
+// vectors and rope_rotate round alike at every width (on a machine with FMA).
+static float ggml_pattern_a(int i) { return (float)((i * 37 + 11) % 101) / 33.0f - 1.5f; }
+static float ggml_pattern_b(int i) { return (float)((i * 53 + 7) % 89) / 17.0f - 2.75f; }
+
+static void test_rounds_as_ggml(void **state) {
+    (void)state;
+    float a[256], b[256];
+    for (int i = 0; i < 256; i++) a[i] = ggml_pattern_a(i), b[i] = ggml_pattern_b(i);
+#if VEC_BITS == 512
+    const int ns[3] = {64, 100, 256};
+    const float dots[3] = {-0x1.b9d6eep+3f, -0x1.b3d26p+2f, -0x1.c2e8b2p+1f};
+    for (int k = 0; k < 3; k++) assert_true(dot_f32(a, b, ns[k]) == dots[k]);
+    const float exps[8] = {0x1p-145f, 0x1.8d3ac8p-111f, 0x1.323cf8p-76f, 0x1.d82deep-42f,
+                           0x1.6c0502p-7f, 0x1.18a2aap+28f, 0x1.b0b40ap+62f, 0x1.4d960ap+97f};
+    for (int k = 0; k < 32; k += 4) assert_true(vf_exp(vf_splat(-100.5f + 6.0f * k))[0] == exps[k / 4]);
+    float row[64], max;
+    for (int i = 0; i < 64; i++) row[i] = 3.0f * ggml_pattern_a(i);
+    assert_true(vf_exp_shifted_sum(row, 64, &max) == 0x1.d3d19p+2);
+#endif
+#if defined(__FMA__)
+    float g[64], u[64], out[64];
+    for (int i = 0; i < 64; i++) g[i] = 8.0f * ggml_pattern_a(i), u[i] = ggml_pattern_b(i);
+    swiglu(out, g, u, 1, 64);
+    const float silus[8] = {0x1.f9d686p-10f, -0x1.dc0f76p-4f, -0x1.707974p+3f, -0x1.91ea1ep-7f,
+                            -0x1.3c87aep-1f, -0x1.b16b44p+4f, -0x1.0f28f2p-5f, -0x1.9d38c2p+2f};
+    for (int i = 0; i < 8; i++) assert_true(out[i] == silus[i]);
+#endif
+    float inv_freq[32], r = powf(10000.0f, -2.0f / 64), x[64], want[64], theta = 1234.0f;
+    inv_freq[0] = 1.0f;
+    for (int i = 1; i < 32; i++) inv_freq[i] = inv_freq[i - 1] * r; // rope.c's plain table
+    for (int i = 0; i < 64; i++) x[i] = want[i] = a[i];
+    for (int i = 0; i < 32; i++, theta *= r) {
+        float c = cosf(theta), sn = sinf(theta), x0 = want[2 * i], x1 = want[2 * i + 1];
+        want[2 * i] = fmaf(x0, c, -(x1 * sn));
+        want[2 * i + 1] = fmaf(x0, sn, x1 * c);
+    }
+    rope_rotate(x, 1, 64, 1234, inv_freq, 1.0f, ROPE_STYLE_NORM);
+    assert_memory_equal(x, want, sizeof x);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul), cmocka_unit_test(test_matmul_rows_match_single_rows),  cmocka_unit_test(test_rmsnorm), cmocka_unit_test(test_softmax),
@@ -550,6 +600,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_backward), cmocka_unit_test(test_rmsnorm_backward), cmocka_unit_test(test_rope_rows),
         cmocka_unit_test(test_attention_train), cmocka_unit_test(test_crossentropy), cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_sum_squares_add), cmocka_unit_test(test_train_kernels_thread_independent),
+        cmocka_unit_test(test_rounds_as_ggml),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
 }

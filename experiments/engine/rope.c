@@ -31,16 +31,20 @@ static double yarn_ramp(double inv_freq, const RopeConfig *rc) {
     return r < 0.0 ? 0.0 : (r > 1.0 ? 1.0 : r);
 }
 
+// The plain frequencies are ggml's chain (ggml-cpu ops.cpp, rope_cache_init): r =
+// powf(base, -2 / d) in float and f_i = f_(i-1) * r from f_0 = 1, each product rounded to
+// float, not theta^(-2i/d) rounded once (they part by up to ~i/2 ulps). rope_rotate grows its
+// angles by the same chain, which is what makes a plain table's angles ggml's bit for bit.
 float rope_frequencies(float *inv_freq, int head_dim, const RopeConfig *rc) {
-    double theta = rope_base(rc, head_dim), s = factor_of(rc);
-    for (int i = 0; i < head_dim / 2; i++) {
-        double f = pow(theta, -2.0 * i / head_dim);
-        if (rc->scaling == ROPE_LINEAR) f /= s;
+    double s = factor_of(rc);
+    float r = powf((float)rope_base(rc, head_dim), -2.0f / (float)head_dim), f = 1.0f;
+    for (int i = 0; i < head_dim / 2; i++, f *= r) {
+        inv_freq[i] = f;
+        if (rc->scaling == ROPE_LINEAR) inv_freq[i] = f * (float)(1.0 / s); // ggml: freq_scale * theta
         if (rc->scaling == ROPE_YARN) {
             double keep = yarn_ramp(f, rc);
-            f = (1.0 - keep) * f / s + keep * f;
+            inv_freq[i] = (float)((1.0 - keep) * f / s + keep * f);
         }
-        inv_freq[i] = (float)f;
     }
     return (rc->scaling == ROPE_YARN && s > 1.0) ? (float)(0.1 * log(s) + 1.0) : 1.0f;
 }

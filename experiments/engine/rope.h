@@ -32,7 +32,8 @@ typedef struct {
 int rope_scaling_from_name(const char *name);
 const char *rope_scaling_name(RopeScaling s);
 
-// Fill inv_freq (head_dim / 2) with the angular frequency of each rotated pair,
+// Fill inv_freq (head_dim / 2) with the angular frequency of each rotated pair (the plain
+// ones as ggml's float chain f_i = f_(i-1) * powf(base, -2 / d), see rope.c),
 // and return the factor q and k are each scaled by (1 except for YaRN).
 float rope_frequencies(float *inv_freq, int head_dim, const RopeConfig *rc);
 // The base the frequencies use: theta * factor^(d / (d - 2)) for NTK, theta otherwise.

@@ -53,20 +53,40 @@ static inline float key_dot(const HeadRows *h, const float *q, size_t row, size_
     return dot_f32_i8(q, (const signed char *)h->k + row * stride, hd) * h->ks[row * h->n_scales];
 }
 
-static inline void add_value(float *out, const HeadRows *h, float a, size_t row, size_t stride, int vd) {
-    if (h->dtype == DTYPE_F32) {
-        const float *v = (const float *)h->v + row * stride;
-        for (int d = 0; d < vd; d++) out[d] += a * v[d];
-        return;
+// acc += a * (value row) with one rounding per element (fused), a vector of dims at a time.
+static inline void add_value(float *acc, const HeadRows *h, float a, size_t row, size_t stride, int vd) {
+    const float *vf32 = h->dtype == DTYPE_F32 ? (const float *)h->v + row * stride : NULL;
+    const int8_t *vi8 = h->dtype == DTYPE_F32 ? NULL : (const int8_t *)h->v + row * stride;
+    if (vi8) a *= h->vs[row * h->n_scales];
+    vf va = vf_splat(a);
+    for (int d = 0; d < vd; d += VEC_WIDTH) {
+        int lanes = vf_lanes(d, vd);
+        vf v;
+        if (vf32) v = vf_load_lanes(vf32 + d, lanes);
+        else {
+            float codes[VEC_WIDTH] = {0};
+            for (int k = 0; k < lanes; k++) codes[k] = vi8[d + k];
+            v = vf_load(codes);
+        }
+        vf_store_lanes(acc + d, vf_madd(va, v, vf_load_lanes(acc + d, lanes)), lanes);
     }
-    const int8_t *v = (const int8_t *)h->v + row * stride;
-    float av = a * h->vs[row * h->n_scales];
-    for (int d = 0; d < vd; d++) out[d] += av * v[d];
 }
 
 // One query head against its KV head's rows (key_stride, value_stride apart). A ring or a
 // paged cache changes only where a key is read from, not the order, so they give the same
 // bits as a contiguous cache.
+//
+// The arithmetic is llama.cpp's CPU attention without flash attention (ggml's mul_mat, soft_max,
+// mul_mat over an f32 cache): scores by dot_f32 (ggml_vec_dot_f32) times the scale; the
+// softmax of vf_exp_shifted_sum with 1 / sum in double; and each output dim the dot of the
+// probabilities with that dim of the values in ggml_vec_dot_f32's order over the keys padded
+// with zeros (llama.cpp pads its key count to a multiple of 256 and masks the rest to
+// probability 0): key i is fused into lane i % VEC_WIDTH of accumulator (i / VEC_WIDTH) % 4,
+// here a row of `partial` (VEC_STEP, vd) per lane, then the accumulators fold (0 + 2) + (1 + 3)
+// and the lanes as vf_reduce does. That is ggml's order for one query row (a decode step);
+// llama.cpp's batched rows (a prompt) go through llamafile's sgemm, one accumulator over the
+// keys, which differs from this once a row sees more than VEC_WIDTH keys: rows here stay
+// independent of the batch (a row rounds the same alone or among others).
 static void attend_one(float *out, const float *q, const HeadRows *kv, int p, KVLayout layout,
                        const AttentionShape *s, float *scores) {
     int hd = s->head_dim, vd = attention_value_dim(s);
@@ -83,11 +103,25 @@ static void attend_one(float *out, const float *q, const HeadRows *kv, int p, KV
     }
     for (int i = 0; i < vis.count; i++)
         scores[i] = key_dot(kv, i < vis.n_sinks ? qs : q, (size_t)visible_row(&rows, i), ks, hd) * s->scale;
-    float max, inv = 1.0f / vf_exp_shifted_sum(scores, vis.count, &max);
-    memset(out, 0, vd * sizeof(float));
+    float max, inv = (float)(1.0 / vf_exp_shifted_sum(scores, vis.count, &max));
+    // rows past the keys stay +0 (never -0: they start at +0 and an fma rounding to zero gives
+    // +0), so they are neither cleared nor read, but added as 0, which changes no sum
+    int used = vis.count < VEC_STEP ? vis.count : VEC_STEP;
+    float partial[VEC_STEP * vd];
+    memset(partial, 0, (size_t)used * vd * sizeof(float));
     for (int i = 0; i < vis.count; i++) {
-        if (scores[i] == 0.0f) continue;
-        add_value(out, kv, scores[i] * inv, (size_t)visible_row(&rows, i), vs, vd);
+        if (scores[i] == 0.0f) continue; // fma(0, v, acc) is acc
+        add_value(partial + (size_t)(i % VEC_STEP) * vd, kv, scores[i] * inv, (size_t)visible_row(&rows, i), vs, vd);
+    }
+    for (int d = 0; d < vd; d += VEC_WIDTH) {
+        int lanes = vf_lanes(d, vd);
+        vf acc[VEC_WIDTH];
+#define PARTIAL(k) ((k) < used ? vf_load_lanes(partial + (size_t)(k) * vd + d, lanes) : (vf){0})
+        for (int l = 0; l < VEC_WIDTH; l++)
+            acc[l] = (PARTIAL(l) + PARTIAL(l + 2 * VEC_WIDTH)) + (PARTIAL(l + VEC_WIDTH) + PARTIAL(l + 3 * VEC_WIDTH));
+#undef PARTIAL
+        VEC_REDUCE_LANES(acc);
+        vf_store_lanes(out + d, acc[0], lanes);
     }
 }
 

@@ -69,15 +69,18 @@ void rmsnorm(float *out, const float *x, const float *weight, int T, int C, floa
     });
 }
 
-// Row r of x (rows, n) in place, and its log-sum-exp into lse[r] when lse is not NULL.
+// Row r of x (rows, n) in place, and its log-sum-exp into lse[r] when lse is not NULL. The
+// normaliser is ggml's: 1 / sum in double, rounded to float once.
 static void softmax_row(float *x, int n, float *lse, int r) {
     float *row = x + (size_t)r * n;
-    float max, sum = vf_exp_shifted_sum(row, n, &max), inv = 1.0f / sum;
+    float max;
+    double sum = vf_exp_shifted_sum(row, n, &max);
+    float inv = (float)(1.0 / sum);
     for (int j = 0; j < n; j += VEC_WIDTH) {
         int lanes = vf_lanes(j, n);
         vf_store_lanes(row + j, vf_load_lanes(row + j, lanes) * inv, lanes);
     }
-    if (lse) lse[r] = max + logf(sum);
+    if (lse) lse[r] = max + (float)log(sum);
 }
 
 // The trainer calls this once per query row inside its parallel attention, where the
@@ -87,28 +90,46 @@ void softmax_rows(float *x, int rows, int n, float *lse) {
     PARALLEL_FOR((double)rows * n, schedule(static), for (int r = 0; r < rows; r++) softmax_row(x, n, lse, r););
 }
 
+// ggml's RoPE arithmetic (ggml-cpu ops.cpp, rope_cache_init and rotate_pairs): pair i's
+// angle is not rounded from pos * inv_freq[i] but grown by repeated multiplication, theta_0 =
+// pos, theta_i = theta_(i-1) * r in float, with r = inv_freq[1] / inv_freq[0] (rope.c builds
+// plain tables as exactly that chain from 1, so r is exact there and every factor below is 1);
+// a pair whose frequency departs from the chain (YaRN's ramp, a linear factor) has its angle
+// scaled by inv_freq[i] / chain_i. cosf and sinf of it, times mscale, and the rotation with
+// the fused multiply-adds gcc makes of a c - b s and a s + b c in ggml's build.
 void rope_rotate(float *x, int n_heads, int head_dim, int pos, const float *inv_freq, float mscale, RopeStyle style) {
     int half = head_dim / 2;
+    float r = half > 1 ? inv_freq[1] / inv_freq[0] : 1.0f;
+    float theta = (float)pos * inv_freq[0], chain = inv_freq[0];
     for (int i = 0; i < half; i++) {
-        float angle = pos * inv_freq[i];
+        float angle = theta * (inv_freq[i] / chain); // theta * 1 exactly on a plain table
         float c = cosf(angle) * mscale, s = sinf(angle) * mscale;
         int ia = style == ROPE_STYLE_NEOX ? i : 2 * i, ib = style == ROPE_STYLE_NEOX ? i + half : 2 * i + 1;
         for (int h = 0; h < n_heads; h++) {
             float *head = x + h * head_dim;
             float a = head[ia], b = head[ib];
-            head[ia] = a * c - b * s;
-            head[ib] = a * s + b * c;
+            head[ia] = fmaf(a, c, -(b * s));
+            head[ib] = fmaf(a, s, b * c);
         }
+        theta *= r;
+        chain *= r;
     }
 }
 
+// silu(g) * up as ggml_vec_swiglu_f32: per row, whole vectors as g / (1 + e^-g) with vf_exp,
+// the row's last H % VEC_WIDTH elements with libm's expf.
 void swiglu(float *out, const float *gate, const float *up, int T, int H) {
-    size_t n = (size_t)T * H, vectors = (n + VEC_WIDTH - 1) / VEC_WIDTH;
-    PARALLEL_FOR((double)n, schedule(static), for (size_t v = 0; v < vectors; v++) {
-        size_t j = v * VEC_WIDTH;
-        int lanes = vf_lanes(j, n);
-        vf g = vf_load_lanes(gate + j, lanes);
-        vf_store_lanes(out + j, g * vf_sigmoid(g) * vf_load_lanes(up + j, lanes), lanes);
+    PARALLEL_FOR((double)T * H, schedule(static), for (int t = 0; t < T; t++) {
+        size_t at = (size_t)t * H;
+        int j = 0;
+        for (; j + VEC_WIDTH <= H; j += VEC_WIDTH) {
+            vf g = vf_load(gate + at + j);
+            vf_store(out + at + j, g / (1.0f + vf_exp(-g)) * vf_load(up + at + j));
+        }
+        for (; j < H; j++) {
+            float g = gate[at + j];
+            out[at + j] = g / (1.0f + expf(-g)) * up[at + j];
+        }
     });
 }
 
@@ -119,20 +140,23 @@ static pthread_once_t gelu_table_once = PTHREAD_ONCE_INIT;
 static void gelu_table_fill(void) {
     for (uint32_t h = 0; h < (1u << 16); h++) {
         float g = fp16_to_fp32((uint16_t)h);
-        gelu_table[h] = fp32_to_fp16(0.5f * g * (1.0f + tanhf(0.79788456080286535587989211986876f * g * (1.0f + 0.044715f * g * g))));
+        // fused as gcc fuses ggml's 1 + 0.044715 g g: the table then equals ggml's in every non-NaN entry
+        float inner = fmaf(0.044715f * g, g, 1.0f);
+        gelu_table[h] = fp32_to_fp16(0.5f * g * (1.0f + tanhf(0.79788456080286535587989211986876f * g * inner)));
     }
 }
 
-static inline float gelu_tanh_f16(float g) {
+// ggml_vec_geglu_f32: gelu(g) * up, the product skipped (+0) where gelu saturates to 0.
+static inline float geglu_one(float g, float up) {
     if (g <= -10.0f) return 0.0f;
-    if (g >= 10.0f) return g;
-    return fp16_to_fp32(gelu_table[fp32_to_fp16(g)]);
+    if (g >= 10.0f) return g * up;
+    return fp16_to_fp32(gelu_table[fp32_to_fp16(g)]) * up;
 }
 
 void geglu_tanh(float *out, const float *gate, const float *up, int T, int H) {
     pthread_once(&gelu_table_once, gelu_table_fill);
     size_t n = (size_t)T * H;
-    PARALLEL_FOR((double)n, schedule(static), for (size_t i = 0; i < n; i++) out[i] = gelu_tanh_f16(gate[i]) * up[i];);
+    PARALLEL_FOR((double)n, schedule(static), for (size_t i = 0; i < n; i++) out[i] = geglu_one(gate[i], up[i]););
 }
 
 void swiglu_backward(float *d_gate, float *d_up, const float *d_out, const float *gate, const float *up,

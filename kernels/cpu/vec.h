@@ -89,37 +89,66 @@ static inline vf vf_max(vf a, vf b) {
 #endif
 }
 
-static inline float vf_sum(vf x) {
-    float s = 0.0f;
-    for (int k = 0; k < VEC_WIDTH; k++) s += x[k];
-    return s;
+// Horizontal sums run in ggml-cpu's order, so that a reduction rounds as llama.cpp's CPU
+// backend rounds it (the lab checks its forward against llama.cpp's token for token). Lanes
+// are folded by halves, lane l taking lane l + h for h = W/2, W/4, ... down to 1 (what gcc's
+// _mm512_reduce_add_ps does); at 256 bits ggml's dot halves once to 4 lanes and then adds
+// adjacent pairs (two hadds): (a0 + a1) + (a2 + a3). `a` is an array of VEC_WIDTH floats or
+// vectors. Bit-for-bit agreement holds for AVX-512 builds; ggml's AVX2 code has an exp and a
+// softmax reduction of its own that the narrower widths here do not copy.
+#define VEC_REDUCE_LANES(a)                                                                   \
+    do {                                                                                      \
+        for (int h_ = VEC_WIDTH / 2; h_ >= (VEC_BITS == 256 ? 4 : 1); h_ /= 2)                \
+            for (int l_ = 0; l_ < h_; l_++) (a)[l_] = (a)[l_] + (a)[l_ + h_];                 \
+        if (VEC_BITS == 256) (a)[0] = ((a)[0] + (a)[1]) + ((a)[2] + (a)[3]);                  \
+    } while (0)
+
+static inline float vf_reduce(vf x) {
+    float lanes[VEC_WIDTH];
+    for (int k = 0; k < VEC_WIDTH; k++) lanes[k] = x[k];
+    VEC_REDUCE_LANES(lanes);
+    return lanes[0];
 }
 
-// e^x for softmax arguments x <= 0, in branch-free arithmetic (libm's expf is a scalar call,
-// and at 8K tokens a head needs 67M of them). x = n ln2 + r with n = round(x / ln2) and
-// |r| <= ln2 / 2; e^r by its degree-6 Taylor series (relative error < 1.3e-7 there); 2^n by
-// writing n + 127 into the float's exponent bits, or 0 once that underflows (x < -87.3).
-// x is clamped to -100 first, which also maps -inf, and the NaN of -inf - -inf, to exactly 0.
-static inline vf vf_exp_nonpos(vf x) {
-    vf xc = vf_max(x, vf_splat(-100.0f)); // NaN -> -100
-    vf n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f; // round to nearest via 1.5 * 2^23
-    vf r = vf_madd(n, vf_splat(-0.693145752f), xc);         // ln2 in two parts (Cody-Waite)
-    r = vf_madd(n, vf_splat(-1.42860677e-6f), r);
-    vf p = vf_madd(r, vf_splat(1.0f / 720.0f), vf_splat(1.0f / 120.0f));
-    p = vf_madd(p, r, vf_splat(1.0f / 24.0f));
-    p = vf_madd(p, r, vf_splat(1.0f / 6.0f));
-    p = vf_madd(p, r, vf_splat(0.5f));
-    p = vf_madd(p, r, vf_splat(1.0f));
-    p = vf_madd(p, r, vf_splat(1.0f));
-    vi biased = __builtin_convertvector(n, vi) + 127;
-    vi scale_bits = (biased & ~(biased < 0)) << 23; // 2^n, or 0 below 2^-126
-    return p * (vf)scale_bits;
+static inline vf vf_min(vf a, vf b) { return -vf_max(-a, -b); }
+
+// 2^k for integer lanes k in [-126, 127], written into the exponent bits.
+static inline vf vf_pow2i(vi k) { return (vf)((k + 127) << 23); }
+
+// e^x as ggml-cpu computes it on AVX-512 (ggml_v_expf, from Arm's optimized-routines): x =
+// n ln2 + b with n = round(x / ln2) (the 1.5 * 2^23 trick, fused), b by a two-part ln2 (fused
+// steps), e^b by a degree-5 polynomial in Estrin form on fused multiply-adds, times 2^n; n past
+// +-192 gives inf or 0. Max error about 1.5 ulp. The 2^n scaling is done in two exact halves
+// (AVX-512's scalef in portable code): rounding happens once, also for subnormal results.
+// A NaN stays NaN; -inf gives 0 and +inf inf.
+static inline vf vf_exp(vf x) {
+    vf z = vf_madd(x, vf_splat(0x1.715476p+0f), vf_splat(0x1.8p23f));
+    vf n = z - 0x1.8p23f;
+    vf b = vf_madd(-n, vf_splat(0x1.62e4p-1f), x);
+    b = vf_madd(-n, vf_splat(0x1.7f7d1cp-20f), b);
+    vf u = b * b;
+    vf hi = vf_madd(vf_madd(vf_splat(0x1.0e4020p-7f), b, vf_splat(0x1.573e2ep-5f)), u,
+                    vf_madd(vf_splat(0x1.555e66p-3f), b, vf_splat(0x1.fffdb6p-2f)));
+    vf j = vf_madd(hi, u, vf_madd(vf_splat(0x1.ffffecp-1f), b, vf_splat(1.0f)));
+    vi k = __builtin_convertvector(vf_min(vf_max(n, vf_splat(-192.0f)), vf_splat(192.0f)), vi);
+    vi k1 = k >> 1;
+    vf r = j * vf_pow2i(k1) * vf_pow2i(k - k1);
+    vi under = n < -192.0f, over = n > 192.0f;
+    r = (vf)((vi)r & ~under);
+    return (vf)(((vi)r & ~over) | ((vi)vf_splat(INFINITY) & over));
 }
+
+// e^x for softmax arguments x <= 0 (x - max), with the NaN of -inf - -inf (a row or tile with
+// nothing visible yet) mapped to exactly 0, as -inf is.
+static inline vf vf_exp_nonpos(vf x) { return vf_exp(vf_max(x, vf_splat(-INFINITY))); }
 
 // The max of x[0 .. n) (n >= 1) into *max, and e^(x[j] - max) in place; returns the sum of
-// the exps. The ragged end goes through one vector padded with -inf (whose e^x is 0), so
-// every element takes the same vf_exp_nonpos. The row softmaxes and the cross-entropy share it.
-static inline float vf_exp_shifted_sum(float *restrict x, int n, float *max) {
+// the exps. ggml's soft_max order: each vector's exps are summed across lanes (vf_reduce) and
+// the vector sums added in double. The ragged end goes through one vector padded with -inf
+// (whose e^x is 0), so every element takes the same vf_exp: llama.cpp's rows are padded to
+// a multiple of 256 keys with masked ones, whose exps are 0. The row softmaxes, attention and
+// the cross-entropy share it.
+static inline double vf_exp_shifted_sum(float *restrict x, int n, float *max) {
     vf m = vf_splat(-INFINITY);
     int j = 0;
     for (; j + VEC_WIDTH <= n; j += VEC_WIDTH) m = vf_max(m, vf_load(x + j));
@@ -129,61 +158,58 @@ static inline float vf_exp_shifted_sum(float *restrict x, int n, float *max) {
     m = vf_max(m, vf_load(tail));
     float mx = m[0];
     for (int k = 1; k < VEC_WIDTH; k++) mx = m[k] > mx ? m[k] : mx;
-    vf sum = {0}, vmax = vf_splat(mx);
+    vf vmax = vf_splat(mx);
+    double sum = 0.0;
     for (j = 0; j + VEC_WIDTH <= n; j += VEC_WIDTH) {
         vf e = vf_exp_nonpos(vf_load(x + j) - vmax);
         vf_store(x + j, e);
-        sum += e;
+        sum += vf_reduce(e);
     }
     if (rest) {
         vf e = vf_exp_nonpos(vf_load(tail) - vmax);
         vf_store_partial(x + j, e, rest);
-        sum += e;
+        sum += vf_reduce(e);
     }
     *max = mx;
-    return vf_sum(sum);
+    return sum;
 }
 
-// 1 / (1 + e^-x), from e^-|x| <= 1 so that nothing overflows: 1 / (1 + e) for x >= 0,
-// e / (1 + e) below.
-static inline vf vf_sigmoid(vf x) {
-    vf e = vf_exp_nonpos(-vf_max(x, -x));
-    vf s = 1.0f / (1.0f + e);
-    vi negative = x < 0;
-    return (vf)(((vi)(e * s) & negative) | ((vi)s & ~negative));
+// 1 / (1 + e^-x); e^-x overflows to inf for x < -88.7, giving 0.
+static inline vf vf_sigmoid(vf x) { return 1.0f / (1.0f + vf_exp(-x)); }
+
+// The dot products run in ggml_vec_dot_f32's order: four accumulators of a vector each over
+// steps of 4 vectors, folded (0 + 2) + (1 + 3) and reduced across lanes (vf_reduce); the
+// n % (4 VEC_WIDTH) elements after them are added one by one to that float, the last n % 8
+// with a fused multiply-add (as gcc compiled ggml's tail loop: 16- and 8-wide products, then
+// scalar fmas). b is fp32 (b_f32) or int8 codes (b_i8, the int8 KV cache's keys).
+#define VEC_STEP (4 * VEC_WIDTH)
+
+static inline float dot_f32_any(const float *restrict a, const float *restrict b_f32, const signed char *restrict b_i8,
+                                int n) {
+    vf s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
+    int j = 0;
+#define DOT_B(at) (b_f32 ? vf_load(b_f32 + (at)) : __builtin_convertvector(*(const vc *)(b_i8 + (at)), vf))
+    for (; j + VEC_STEP <= n; j += VEC_STEP) {
+        s0 = vf_madd(vf_load(a + j), DOT_B(j), s0);
+        s1 = vf_madd(vf_load(a + j + VEC_WIDTH), DOT_B(j + VEC_WIDTH), s1);
+        s2 = vf_madd(vf_load(a + j + 2 * VEC_WIDTH), DOT_B(j + 2 * VEC_WIDTH), s2);
+        s3 = vf_madd(vf_load(a + j + 3 * VEC_WIDTH), DOT_B(j + 3 * VEC_WIDTH), s3);
+    }
+#undef DOT_B
+    float s = vf_reduce((s0 + s2) + (s1 + s3));
+    int fused = n - (n - j) % 8;
+    for (; j < fused; j++) s += a[j] * (b_f32 ? b_f32[j] : (float)b_i8[j]);
+    for (; j < n; j++) s = fmaf(a[j], b_f32 ? b_f32[j] : (float)b_i8[j], s);
+    return s;
 }
 
 static inline float dot_f32(const float *restrict a, const float *restrict b, int n) {
-    // four independent accumulators hide the FMA latency
-    vf s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
-    int j = 0;
-    for (; j + 4 * VEC_WIDTH <= n; j += 4 * VEC_WIDTH) {
-        s0 = vf_madd(vf_load(a + j), vf_load(b + j), s0);
-        s1 = vf_madd(vf_load(a + j + VEC_WIDTH), vf_load(b + j + VEC_WIDTH), s1);
-        s2 = vf_madd(vf_load(a + j + 2 * VEC_WIDTH), vf_load(b + j + 2 * VEC_WIDTH), s2);
-        s3 = vf_madd(vf_load(a + j + 3 * VEC_WIDTH), vf_load(b + j + 3 * VEC_WIDTH), s3);
-    }
-    for (; j + VEC_WIDTH <= n; j += VEC_WIDTH) s0 = vf_madd(vf_load(a + j), vf_load(b + j), s0);
-    if (j < n) s1 = vf_madd(vf_load_partial(a + j, n - j), vf_load_partial(b + j, n - j), s1);
-    return vf_sum((s0 + s1) + (s2 + s3));
+    return dot_f32_any(a, b, NULL, n);
 }
 
-// The dot of fp32 a with int8 codes b (the int8 KV cache's keys), in dot_f32's order.
+// The dot of fp32 a with int8 codes b, in dot_f32's order.
 static inline float dot_f32_i8(const float *restrict a, const signed char *restrict b, int n) {
-    vf s0 = {0}, s1 = {0};
-    int j = 0;
-    for (; j + 2 * VEC_WIDTH <= n; j += 2 * VEC_WIDTH) {
-        s0 = vf_madd(vf_load(a + j), __builtin_convertvector(*(const vc *)(b + j), vf), s0);
-        s1 = vf_madd(vf_load(a + j + VEC_WIDTH), __builtin_convertvector(*(const vc *)(b + j + VEC_WIDTH), vf), s1);
-    }
-    for (; j + VEC_WIDTH <= n; j += VEC_WIDTH)
-        s0 = vf_madd(vf_load(a + j), __builtin_convertvector(*(const vc *)(b + j), vf), s0);
-    if (j < n) { // the ragged end in one vector, as dot_f32's
-        signed char codes[VEC_WIDTH] = {0};
-        for (int k = 0; j + k < n; k++) codes[k] = b[j + k];
-        s1 = vf_madd(vf_load_partial(a + j, n - j), __builtin_convertvector(*(const vc *)codes, vf), s1);
-    }
-    return vf_sum(s0 + s1);
+    return dot_f32_any(a, NULL, b, n);
 }
 
 #endif
