@@ -195,10 +195,10 @@ static const struct {
     {"sgemm_peak.csv", "backend,n,threads,reps,time_ms_median,time_ms_p10,time_ms_p90,gflop_s,gflop_s_best,mode", 1},
     {"hardware_budget.csv", NULL, 162},
     {"roofline.csv", NULL, 43},
-    // fp32 and the six round-to-nearest formats, q8_0 and int8 also with their other decode kernel; the model also
+    // fp32 and the six round-to-nearest formats, q8_0, q4_0 and int8 also with their other decode kernel; the model also
     // in AWQ int4 g = 32, 64, 128 and LLM.int8() at two thresholds; fp32 / q8_0 weights x fp32 / int8 KV caches
     {"quantization_synthetic.csv", "format,dot_kernel,bits_per_weight,weights,set_bytes,stream_gb_s,matvec_ms_median,"
-                                   "matvec_ms_p10,matvec_ms_p90,reps,gb_s_median,speedup_vs_fp32,byte_ratio_vs_fp32", 9},
+                                   "matvec_ms_p10,matvec_ms_p90,reps,gb_s_median,speedup_vs_fp32,byte_ratio_vs_fp32", 10},
     {"quantization_outliers.csv", "format,keep_fraction,threshold,column_fraction,weight_fraction,channel_max_p50,"
                                   "channel_max_p90,channel_max_p99,channel_max_max,calibration_tokens", 2},
     {"quantization_kv.csv", "weights,kv_cache,kv_bytes_per_token,kv_cache_bytes,val_bits_per_byte,"

@@ -72,6 +72,11 @@ int main(int argc, char **argv) {
         snprintf(why, sizeof why, "--type: unknown quantised type '%.40s'", type_name);
         usage_error(why);
     }
+    if (!dtype_can_quantize((DType)t)) {
+        char why[128];
+        snprintf(why, sizeof why, "--type: %s is read only (the lab has no quantiser for it; llama.cpp's tools write it)", dtype_name((DType)t));
+        usage_error(why);
+    }
     const char *in = argv[optind], *out = argv[optind + 1];
     kernels_set_threads(threads);
 
