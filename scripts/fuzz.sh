@@ -30,6 +30,7 @@ add csv tests/fixtures/render/run_a/*.csv templates/*.csv ${run_dir:+$run_dir/*.
 add template templates/*.tmpl templates/sections/*.tmpl tests/fixtures/render/templates/*.tmpl
 add query templates/sections/*.tmpl tests/fixtures/render/templates/*.tmpl
 add bpe README.md ARCHITECTURE.md templates/sections/*.tmpl
+add tokenizer_vocab tests/fixtures/real/stress.txt tests/fixtures/real/prompts/*.txt README.md
 
 printf '%-20s %12s %8s %8s %s\n' target executions cov ft findings
 new_findings=""
