@@ -1,6 +1,7 @@
 // session.c: sequences run by an engine (see session.h).
 #include "session.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -164,6 +165,43 @@ int session_generate(Session *s, Sampler *sampler, int *tokens, int n_tokens, in
         if (i + 1 < n_new && session_decode(s, next, err)) return -1;
     }
     return n_new;
+}
+
+// -log softmax(logits)[target] as llama-perplexity computes it.
+static double token_nll(const float *logits, int V, int target) {
+    float max = logits[0];
+    for (int i = 1; i < V; i++) max = logits[i] > max ? logits[i] : max;
+    double sum = 0.0;
+    for (int i = 0; i < V; i++) sum += expf(logits[i] - max);
+    return -((double)(logits[target] - max) - log(sum));
+}
+
+#define PPL_SLICE 16 // rows of logits held at a time: (16, V), not (ctx, V)
+
+double session_perplexity(Session *s, int *tokens, int ctx, int n_chunks, int bos_id, PerplexityChunkFn on_chunk,
+                          void *arg, Error *err) {
+    int V = s->engine->config.vocab_size, first = ctx / 2;
+    float *logits = mallocCheck((size_t)PPL_SLICE * V * sizeof(float)); // (PPL_SLICE, V)
+    double nll = 0.0;
+    long count = 0;
+    int status = 0;
+    for (int c = 0; c < n_chunks && status == 0; c++) {
+        int *chunk = tokens + (size_t)c * ctx, saved = chunk[0];
+        if (bos_id >= 0) chunk[0] = bos_id; // every chunk starts as a sequence does
+        session_truncate(s, 0);
+        // the first half only conditions; rows first .. ctx - 2 predict the tokens scored
+        status = session_prefill(s, chunk, first, NULL, err);
+        for (int k0 = first; k0 < ctx && status == 0; k0 += PPL_SLICE) {
+            int rows = ctx - k0 < PPL_SLICE ? ctx - k0 : PPL_SLICE;
+            status = session_prefill(s, chunk + k0, rows, logits, err);
+            for (int k = k0; k < k0 + rows && k + 1 < ctx && status == 0; k++, count++)
+                nll += token_nll(logits + (size_t)(k - k0) * V, V, chunk[k + 1]);
+        }
+        chunk[0] = saved;
+        if (status == 0 && on_chunk) on_chunk(arg, c + 1, exp(nll / count));
+    }
+    free(logits);
+    return status == 0 ? exp(nll / count) : -1.0;
 }
 
 void model_forward_full(const Model *m, const int *tokens, int n, float *logits, int all_logits) {

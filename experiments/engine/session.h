@@ -55,6 +55,17 @@ typedef int (*SessionTokenFn)(void *ctx, int token);
 int session_generate(Session *s, Sampler *sampler, int *tokens, int n_tokens, int n_new, SessionTokenFn on_token,
                      void *ctx, Error *err);
 
+// Perplexity as llama.cpp's llama-perplexity computes it (tests/fixtures/real/README.md): the
+// first n_chunks chunks of ctx tokens of `tokens`, each from an empty cache with its first token
+// replaced by bos_id (-1: kept; the tokens are restored after), the tokens after each chunk's
+// first half scored; -log softmax with the max and each exp in float and their sum in double.
+// on_chunk (may be NULL) sees the running estimate after each chunk, as llama-perplexity prints
+// "[1]x,[2]y,...". Logits are held 16 rows at a time, never (ctx, V). Returns the perplexity, or
+// -1 with err set (s is then truncated to an unspecified length). ctx >= 2, n_chunks >= 1.
+typedef void (*PerplexityChunkFn)(void *ctx, int chunk, double ppl);
+double session_perplexity(Session *s, int *tokens, int ctx, int n_chunks, int bos_id, PerplexityChunkFn on_chunk,
+                          void *arg, Error *err);
+
 // The thread count of decode steps, picked by timing them. A step forks for every
 // large enough kernel (kernels/cpu/parallel.h) and waits at its barrier for every thread; with
 // a core taken by another process that thread is descheduled, and the barrier waits a

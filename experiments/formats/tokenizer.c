@@ -1065,6 +1065,17 @@ size_t tokenizer_encode(const Tokenizer *t, const unsigned char *text, size_t le
     return tokenizer_tokenize(t, text, len, (bos ? TOKENIZER_ADD_BOS : 0) | (eos ? TOKENIZER_ADD_EOS : 0), tokens);
 }
 
+int *tokenizer_encode_file(const Tokenizer *t, const char *path, size_t *n, Error *err) {
+    char *text;
+    size_t len;
+    if (file_read_all(path, &text, &len, err) != 0) return NULL;
+    if (len > 0 && text[len - 1] == '\n') len--; // llama.cpp's -f drops one trailing newline
+    int *tokens = mallocCheck(tokenizer_max_tokens(len) * sizeof(int));
+    *n = tokenizer_encode(t, (const unsigned char *)text, len, t->add_bos, false, tokens);
+    free(text);
+    return tokens;
+}
+
 // ----------------------------------------------------------------------------
 // decoding and lookups
 

@@ -213,6 +213,12 @@ size_t tokenizer_tokenize(const Tokenizer *t, const unsigned char *text, size_t 
 size_t tokenizer_encode(const Tokenizer *t, const unsigned char *text, size_t len, bool bos,
                         bool eos, int *tokens);
 
+// The tokens of a text file as llama.cpp's tools read one with -f (llama-perplexity): the file
+// less one trailing newline, tokenized whole, BOS first where the tokenizer adds one, no special
+// tokens parsed. Returns a malloc'd array of *n ids, or NULL with err set (a file that cannot be
+// read).
+int *tokenizer_encode_file(const Tokenizer *t, const char *path, size_t *n, Error *err);
+
 // The bytes token `token` stands for when it follows prev_token (-1 at the start), for
 // streaming output; the pointer is valid while t lives. Control and unknown tokens (BOS and EOS
 // among them) give no bytes; "<0xXX>" pieces give the raw byte; llama2.c drops a piece's

@@ -258,76 +258,37 @@ static int report_speculative(Run *g, const SamplerParams *params, const int *to
     return status;
 }
 
-static unsigned char *read_whole_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) die("%s: cannot open", path);
-    size_t cap = 1 << 16, n = 0;
-    unsigned char *buf = mallocCheck(cap);
-    for (size_t got; (got = fread(buf + n, 1, cap - n, f)) > 0;)
-        if ((n += got) == cap) buf = reallocCheck(buf, cap *= 2);
-    if (ferror(f)) die("%s: read error", path);
-    fclose(f);
-    *len = n;
-    return buf;
+static void print_running_ppl(void *ctx, int chunk, double ppl) {
+    (void)ctx;
+    printf("[%d]%.4f,", chunk, ppl);
+    fflush(stdout);
 }
-
-// -log softmax(logits)[target] as llama-perplexity computes it: the max in float, each
-// exp in float, their sum in double.
-static double token_nll(const float *logits, int V, int target) {
-    float max = logits[0];
-    for (int i = 1; i < V; i++) max = logits[i] > max ? logits[i] : max;
-    double sum = 0.0;
-    for (int i = 0; i < V; i++) sum += expf(logits[i] - max);
-    return -((double)(logits[target] - max) - log(sum));
-}
-
-#define PPL_SLICE 16 // rows of logits held at a time: (16, V), not (ctx, V)
 
 // --perplexity (see the header): prints the running estimate after each chunk, as
 // llama-perplexity does ("[1]x,[2]y,..."), then the chunk count and PPL.
 static void perplexity(Model *m, const Tokenizer *tok) {
-    size_t len;
-    unsigned char *text = read_whole_file(perplexity_path, &len);
-    if (len > 0 && text[len - 1] == '\n') len--; // llama.cpp's -f drops one trailing newline
-    int *tokens = mallocCheck(tokenizer_max_tokens(len) * sizeof(int));
-    size_t n = tokenizer_encode(tok, text, len, tok->add_bos, false, tokens);
-    int ctx = ppl_ctx > 0 ? (int)ppl_ctx : m->config.seq_len, V = m->config.vocab_size, first = ctx / 2;
+    size_t n;
+    Error err;
+    int *tokens = tokenizer_encode_file(tok, perplexity_path, &n, &err);
+    if (!tokens) die("%s", err.msg);
+    int ctx = ppl_ctx > 0 ? (int)ppl_ctx : m->config.seq_len;
     if (ctx > m->config.seq_len) die("--ctx %d exceeds the model's context of %d tokens", ctx, m->config.seq_len);
     if (ctx < 2 || n < 2 * (size_t)ctx)
         die("%s: %zu tokens; --perplexity needs at least 2 chunks of --ctx %d (>= 2) tokens", perplexity_path, n, ctx);
-    Engine e;
-    Session s;
-    Error err;
-    engine_open(&e, m, ops_cpu(), DTYPE_F32, ctx < 512 ? ctx : 512, ctx);
-    session_open(&s, &e, ctx);
-    float *logits = mallocCheck((size_t)PPL_SLICE * V * sizeof(float)); // (PPL_SLICE, V)
     size_t n_chunks = n / (size_t)ctx;
     if (ppl_chunks > 0 && (size_t)ppl_chunks < n_chunks) n_chunks = (size_t)ppl_chunks;
-    double nll = 0.0;
-    long count = 0;
-    for (size_t c = 0; c < n_chunks; c++) {
-        int *chunk = tokens + c * (size_t)ctx, saved = chunk[0];
-        if (tok->add_bos) chunk[0] = tok->bos_id; // every chunk starts as a sequence does
-        session_truncate(&s, 0);
-        // the first half only conditions; rows first .. ctx - 2 predict the tokens scored
-        if (session_prefill(&s, chunk, first, NULL, &err)) die("%s", err.msg);
-        for (int k0 = first; k0 < ctx; k0 += PPL_SLICE) {
-            int rows = ctx - k0 < PPL_SLICE ? ctx - k0 : PPL_SLICE;
-            if (session_prefill(&s, chunk + k0, rows, logits, &err)) die("%s", err.msg);
-            for (int k = k0; k < k0 + rows && k + 1 < ctx; k++, count++)
-                nll += token_nll(logits + (size_t)(k - k0) * V, V, chunk[k + 1]);
-        }
-        chunk[0] = saved;
-        printf("[%zu]%.4f,", c + 1, exp(nll / count));
-        fflush(stdout);
-    }
-    printf("\nperplexity: %s, %zu tokens, %zu chunks of %d, %ld tokens scored: PPL = %.4f (%.9g)\n",
-           perplexity_path, n, n_chunks, ctx, count, exp(nll / count), exp(nll / count));
-    free(logits);
+    Engine e;
+    Session s;
+    engine_open(&e, m, ops_cpu(), DTYPE_F32, ctx < 512 ? ctx : 512, ctx);
+    session_open(&s, &e, ctx);
+    double ppl = session_perplexity(&s, tokens, ctx, (int)n_chunks, tok->add_bos ? tok->bos_id : -1,
+                                    print_running_ppl, NULL, &err);
+    if (ppl < 0) die("%s", err.msg);
+    printf("\nperplexity: %s, %zu tokens, %zu chunks of %d, %zu tokens scored: PPL = %.4f (%.9g)\n", perplexity_path,
+           n, n_chunks, ctx, n_chunks * (size_t)(ctx - 1 - ctx / 2), ppl, ppl);
     session_close(&s);
     engine_close(&e);
     free(tokens);
-    free(text);
 }
 
 static int run(LabRun *r) {
