@@ -5,9 +5,19 @@
 # libraries and the tools llama-tokenize, llama-perplexity, llama-bench) and name its build
 # directory. Run from the repository root:
 #
-#   scripts/record_llama_fixtures.sh LLAMA_BUILD          record tokens, greedy ids, perplexity
-#   scripts/record_llama_fixtures.sh LLAMA_BUILD bench    llama-bench only (a timing: run it on a
-#                                                         quiet machine), into llama_bench_<hw>.csv
+#   scripts/record_llama_fixtures.sh LLAMA_BUILD           record tokens, greedy ids, perplexity
+#   scripts/record_llama_fixtures.sh LLAMA_BUILD reference greedy ids and perplexity with llama.cpp's
+#                                                          reference kernels (below)
+#   scripts/record_llama_fixtures.sh LLAMA_BUILD bench     llama-bench only (a timing: run it on a
+#                                                          quiet machine), into llama_bench_<hw>.csv
+#
+# llama.cpp's reference kernels: by default a prompt row is computed by other kernels than a
+# decode row (llamafile's tinyBLAS for F32/Q8_0/Q5_0/Q4_0 products of >= 2 rows, the tiled k-quant
+# matmul for >= 8 rows, repacked Q4_K), so llama.cpp's prompt logits differ from its own decode
+# logits. `reference` takes the one ggml kernel (vec_dot) for every row, as the lab does: it needs
+# a build configured with -DGGML_LLAMAFILE=OFF and runs with weight repacking off (--no-repack)
+# and GGML_CPU_TILED_MM=0. It writes greedy-reference.txt, perplexity-reference.{log,txt} and
+# commands-reference.txt beside the default files, and recorded-reference.txt.
 #
 # LLAMA_BUILD is the cmake build directory; the source tree (for include/llama.h) is read from
 # its CMakeCache.txt, or from $LLAMA_SRC. Inputs: the two GGUFs under out/models/real/
@@ -25,6 +35,7 @@
 #                               "final <ppl> <+/- error>"
 #   commands.txt                every command that wrote the files above, as run
 # and tests/fixtures/real/recorded.txt: llama.cpp's version, the machine, the inputs' sha256.
+# Only the files a mode records are replaced.
 set -eu
 
 [ $# -ge 1 ] || { sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
@@ -65,7 +76,18 @@ if [ "$mode" = bench ]; then
     echo "record_llama_fixtures: $out" >&2
     exit 0
 fi
-[ "$mode" = record ] || die "unknown mode '$mode' (record or bench)"
+# sfx: the reference files' name suffix; repack: llama-perplexity's and llama_greedy's flag
+sfx='' repack=''
+case $mode in
+record) ;;
+reference)
+    grep -q '^GGML_LLAMAFILE:BOOL=OFF' "$build/CMakeCache.txt" ||
+        die "reference: $build is not configured with -DGGML_LLAMAFILE=OFF"
+    sfx=-reference repack=--no-repack
+    export GGML_CPU_TILED_MM=0
+    ;;
+*) die "unknown mode '$mode' (record, reference or bench)" ;;
+esac
 
 src=${LLAMA_SRC:-$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")}
 [ -f "$src/include/llama.h" ] || die "llama.h not found under '$src' (set LLAMA_SRC to the llama.cpp source tree)"
@@ -96,12 +118,12 @@ for m in $models; do
     f=$models_dir/$m.gguf
     d=$work/$m
     mkdir -p "$d"
-    c=$d/commands.txt
-    echo "# $m: recorded $(date -u +%Y-%m-%dT%H:%M:%SZ); LLAMA_BUILD=$build" > "$c"
+    c=$d/commands$sfx.txt
+    echo "# $m: recorded $(date -u +%Y-%m-%dT%H:%M:%SZ); LLAMA_BUILD=$build${sfx:+; GGML_CPU_TILED_MM=0}" > "$c"
     echo "$build_greedy" >> "$c"
 
     # a. tokens: ids of the whole file, the model's default BOS, no escape processing
-    for t in kjv-valid:$kjv stress:$fix/stress.txt; do
+    [ -n "$sfx" ] || for t in kjv-valid:$kjv stress:$fix/stress.txt; do
         name=${t%%:*} text=${t#*:}
         printf '%s\n' "$build/bin/llama-tokenize -m $f -f $text --ids --log-disable --no-escape | tr -d '[] ' | tr , '\\n' > $name.ids" >> "$c"
         "$build/bin/llama-tokenize" -m "$f" -f "$text" --ids --log-disable --no-escape > "$d/$name.raw"
@@ -112,31 +134,31 @@ for m in $models; do
 
     # b. greedy: 64 new tokens per prompt
     # shellcheck disable=SC2086
-    run "$c" "$greedy" "$f" 64 "$threads" $prompts > "$d/greedy.txt"
-    echo "record_llama_fixtures: $m greedy: $(grep -c '^generated' "$d/greedy.txt") prompts" >&2
+    run "$c" "$greedy" $repack "$f" 64 "$threads" $prompts > "$d/greedy$sfx.txt"
+    echo "record_llama_fixtures: $m greedy: $(grep -c '^generated' "$d/greedy$sfx.txt") prompts" >&2
 
     # c. perplexity over the whole validation text at context 512
     t0=$(date +%s)
     # shellcheck disable=SC2086 # $chunks: nothing, or the option and its value
-    run "$c" "$build/bin/llama-perplexity" -m "$f" -f "$kjv" -c 512 -ctk f32 -ctv f32 -fa off -t "$threads" $chunks \
-        > "$d/perplexity.log" 2>&1 || die "$m: llama-perplexity failed (see $d/perplexity.log)"
+    run "$c" "$build/bin/llama-perplexity" -m "$f" -f "$kjv" -c 512 -ctk f32 -ctv f32 -fa off -t "$threads" $repack $chunks \
+        > "$d/perplexity$sfx.log" 2>&1 || die "$m: llama-perplexity failed (see $d/perplexity$sfx.log)"
     t1=$(date +%s)
     echo "# llama-perplexity took $((t1 - t0)) s" >> "$c"
     {
-        grep -o '\[[0-9]*\][0-9.]*' "$d/perplexity.log" | tr -d '[' | tr ']' ' ' | sed 's/^/chunk /'
-        sed -n 's/.*Final estimate: PPL = \([0-9.]*\) +\/- \([0-9.]*\).*/final \1 \2/p' "$d/perplexity.log"
-    } > "$d/perplexity.txt"
-    if ! grep -q '^final ' "$d/perplexity.txt"; then
-        cp "$d/perplexity.log" "/tmp/perplexity-$m.log"
+        grep -o '\[[0-9]*\][0-9.]*' "$d/perplexity$sfx.log" | tr -d '[' | tr ']' ' ' | sed 's/^/chunk /'
+        sed -n 's/.*Final estimate: PPL = \([0-9.]*\) +\/- \([0-9.]*\).*/final \1 \2/p' "$d/perplexity$sfx.log"
+    } > "$d/perplexity$sfx.txt"
+    if ! grep -q '^final ' "$d/perplexity$sfx.txt"; then
+        cp "$d/perplexity$sfx.log" "/tmp/perplexity-$m.log"
         die "$m: no final estimate in llama-perplexity's output (kept as /tmp/perplexity-$m.log)"
     fi
-    echo "record_llama_fixtures: $m perplexity: $(sed -n 's/^final //p' "$d/perplexity.txt") ($((t1 - t0)) s)" >&2
+    echo "record_llama_fixtures: $m perplexity: $(sed -n 's/^final //p' "$d/perplexity$sfx.txt") ($((t1 - t0)) s)" >&2
 done
 
 {
     echo "llama.cpp: $("$build/bin/llama-perplexity" --version 2>&1 | grep -m1 '^version')"
     echo "built: $(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt") $(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")" \
-         "$(grep -E '^(GGML_NATIVE|GGML_OPENMP|GGML_BLAS|BUILD_SHARED_LIBS):' "$build/CMakeCache.txt" | tr '\n' ' ')"
+         "$(grep -E '^(GGML_NATIVE|GGML_OPENMP|GGML_BLAS|GGML_LLAMAFILE|BUILD_SHARED_LIBS):' "$build/CMakeCache.txt" | tr '\n' ' ')"
     echo "source: $src"
     echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(lscpu | grep -o 'avx512[a-z_0-9]*' | sort -u | tr '\n' ' ')"
     echo "hw: $hw"
@@ -147,11 +169,11 @@ done
     for f in "$models_dir"/smollm2-135m-instruct-q4_1.gguf "$models_dir"/gemma-3-270m-q4_k_m.gguf "$kjv" "$fix/stress.txt" $prompts; do
         echo "  $(sha256sum "$f")"
     done
-} > "$work/recorded.txt"
+} > "$work/recorded$sfx.txt"
 
 for m in $models; do
-    rm -rf "${fix:?}/$m"
-    mv "$work/$m" "$fix/$m"
+    mkdir -p "$fix/$m"
+    mv "$work/$m"/* "$fix/$m/"
 done
-mv "$work/recorded.txt" "$fix/recorded.txt"
+mv "$work/recorded$sfx.txt" "$fix/recorded$sfx.txt"
 echo "record_llama_fixtures: done: $fix" >&2

@@ -17,8 +17,9 @@
 //     that differs (64: none; free-running greedy decoding leaves llama.cpp's path there), and at
 //     those first differences the largest gap between our top logit and that of llama.cpp's
 //     token (a near tie, or not); and the perplexity of the KJV validation text at context 512 as
-//     llama-perplexity computes it (bin/generate --perplexity's computation, experiments/generate)
-//     after the first --chunks chunks, beside llama-perplexity's running estimate after as many;
+//     llama-perplexity computes it (session_perplexity, as bin/generate --perplexity) after the
+//     first --chunks chunks, beside llama-perplexity's running estimate after as many. Both
+//     against llama.cpp with its reference kernels (the *_default columns: its default ones);
 //   - speed as llama-bench measures it (its pp512 and tg128 tests) at 1 and 2 threads
 //     (--thread-counts, llama-bench's -t 1,2; kernels_set_threads, no thread governor): one
 //     prefill of 512 random token ids (BOS first where the model adds one) from an empty cache,
@@ -71,7 +72,6 @@ static int thread_counts[MAX_THREAD_COUNTS], n_thread_counts; // --thread-counts
 #define PPL_CTX 512    // llama-perplexity -c 512
 #define PP_TOKENS 512  // llama-bench's pp512
 #define TG_TOKENS 128  // llama-bench's tg128
-#define PPL_SLICE 16   // rows of logits held at a time in the perplexity: (16, V), not (512, V)
 
 typedef struct {
     int reps;        // timed repetitions of pp512 and tg128 (after one warm-up)
@@ -109,6 +109,7 @@ static const LabTable TABLES[] = {
      "greedy_first_diff_p1,greedy_first_diff_p2,greedy_first_diff_p3,greedy_first_diff_p4,greedy_first_diff_p5,"
      "greedy_diff_logit_gap_max,"
      "ppl_ctx,ppl_chunks,ppl_ours,ppl_llama_cpp,ppl_rel_diff,"
+     "greedy_tokens_agree_default,greedy_prompts_identical_default,ppl_llama_cpp_default,ppl_rel_diff_default,"
      "prefill_tokens,prefill_tok_s_median,prefill_tok_s_p10,prefill_tok_s_p90,prefill_reps,"
      "decode_tokens,decode_tok_s_median,decode_tok_s_p10,decode_tok_s_p90,decode_reps,"
      "decode_step_bytes,stream_gb_s,decode_tok_s_predicted,decode_gb_s,"
@@ -141,10 +142,17 @@ static void read_ids(const char *path, char *line, const char *tag, int *ids, in
     *n_out = (int)n;
 }
 
-// greedy.txt: per prompt its ids and llama.cpp's 64 greedy ids (tests/fixtures/real/README.md).
-static void read_greedy(const char *model, Greedy *g) {
+// The two recordings of llama.cpp (tests/fixtures/real/README.md): with its reference kernels
+// (a prompt row computed by the kernels of a decode row, as the engine computes every row), the
+// one the engine must equal, and with its default kernels. The fixture files of a recording end
+// in its suffix.
+enum { LLAMA_REFERENCE, LLAMA_DEFAULT, N_RECORDINGS };
+static const char *const RECORDING_SUFFIX[N_RECORDINGS] = {"-reference", ""};
+
+// greedy<suffix>.txt: per prompt its ids and llama.cpp's 64 greedy ids.
+static void read_greedy(const char *model, int rec, Greedy *g) {
     char path[1024], line[65536];
-    snprintf(path, sizeof path, "%s/%s/greedy.txt", fixtures_dir, model);
+    snprintf(path, sizeof path, "%s/%s/greedy%s.txt", fixtures_dir, model, RECORDING_SUFFIX[rec]);
     FILE *f = fopen(path, "r");
     if (!f) die("%s: cannot open (llama.cpp's greedy tokens: scripts/record_llama_fixtures.sh)", path);
     int n = 0;
@@ -161,10 +169,10 @@ static void read_greedy(const char *model, Greedy *g) {
     if (n != N_PROMPTS) die("%s: %d prompts, %d expected", path, n, N_PROMPTS);
 }
 
-// llama-perplexity's running estimate after `chunk` chunks (perplexity.txt).
-static double fixture_ppl(const char *model, int chunk) {
+// llama-perplexity's running estimate after `chunk` chunks (perplexity<suffix>.txt).
+static double fixture_ppl(const char *model, int rec, int chunk) {
     char path[1024], line[256];
-    snprintf(path, sizeof path, "%s/%s/perplexity.txt", fixtures_dir, model);
+    snprintf(path, sizeof path, "%s/%s/perplexity%s.txt", fixtures_dir, model, RECORDING_SUFFIX[rec]);
     FILE *f = fopen(path, "r");
     if (!f) die("%s: cannot open (llama-perplexity's estimates: scripts/record_llama_fixtures.sh)", path);
     double ppl = -1.0, v;
@@ -262,9 +270,9 @@ typedef struct {
 
 // Teacher-forced greedy decoding against llama.cpp's: each step's argmax compared with its token,
 // then its token fed.
-static GreedyResult greedy_check(Session *s, const char *model, int V) {
+static GreedyResult greedy_check(Session *s, const char *model, int rec, int V) {
     Greedy g[N_PROMPTS];
-    read_greedy(model, g);
+    read_greedy(model, rec, g);
     GreedyResult res = {.first_min = N_GREEDY};
     Error err;
     for (int p = 0; p < N_PROMPTS; p++) {
@@ -289,68 +297,22 @@ static GreedyResult greedy_check(Session *s, const char *model, int V) {
     return res;
 }
 
-static unsigned char *read_whole_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) die("%s: cannot open (make out/corpus/kjv-valid.txt writes the KJV validation text)", path);
-    size_t cap = 1 << 16, n = 0;
-    unsigned char *buf = mallocCheck(cap);
-    for (size_t got; (got = fread(buf + n, 1, cap - n, f)) > 0;)
-        if ((n += got) == cap) buf = reallocCheck(buf, cap *= 2);
-    if (ferror(f)) die("%s: read error", path);
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
-// -log softmax(logits)[target] as llama-perplexity computes it: the max in float, each exp in
-// float, their sum in double (bin/generate's token_nll).
-static double token_nll(const float *logits, int V, int target) {
-    float max = logits[0];
-    for (int i = 1; i < V; i++) max = logits[i] > max ? logits[i] : max;
-    double sum = 0.0;
-    for (int i = 0; i < V; i++) sum += expf(logits[i] - max);
-    return -((double)(logits[target] - max) - log(sum));
-}
-
 // The perplexity of the text's first `chunks` chunks of PPL_CTX tokens as llama-perplexity
-// computes it (bin/generate --perplexity; tests/fixtures/real/README.md): the text less one
-// trailing newline tokenized whole (BOS first where the model adds one), each chunk from an empty
-// cache with its first token replaced by BOS where the model adds one, the tokens after its
-// first half scored.
+// computes it (session_perplexity; bin/generate --perplexity).
 static double perplexity(Session *s, const Tokenizer *tok, const char *model, int chunks) {
-    int V = s->engine->config.vocab_size, first = PPL_CTX / 2;
-    size_t len;
-    unsigned char *text = read_whole_file(text_path, &len);
-    if (len > 0 && text[len - 1] == '\n') len--; // llama.cpp's -f drops one trailing newline
+    size_t n;
+    Error err;
     progress("real_models: %s tokenizing %s", model, text_path);
-    int *tokens = mallocCheck(tokenizer_max_tokens(len) * sizeof(int));
-    size_t n = tokenizer_encode(tok, text, len, tok->add_bos, false, tokens);
+    int *tokens = tokenizer_encode_file(tok, text_path, &n, &err);
+    if (!tokens) die("real_models: %s", err.msg);
     if (n / PPL_CTX < (size_t)chunks || n < 2 * PPL_CTX)
         die("real_models: %s: %zu tokens, not the %d chunks of %d that --chunks asks for", text_path, n, chunks,
             PPL_CTX);
-    float *logits = mallocCheck((size_t)PPL_SLICE * V * sizeof(float));
-    double nll = 0.0;
-    long count = 0;
-    Error err;
-    for (int c = 0; c < chunks; c++) {
-        progress("real_models: %s perplexity chunk %d of %d", model, c + 1, chunks);
-        int *chunk = tokens + (size_t)c * PPL_CTX, saved = chunk[0];
-        if (tok->add_bos) chunk[0] = tok->bos_id; // every chunk starts as a sequence does
-        session_truncate(s, 0);
-        // the first half only conditions; rows first .. PPL_CTX - 2 predict the tokens scored
-        if (session_prefill(s, chunk, first, NULL, &err)) die("real_models: %s: %s", model, err.msg);
-        for (int k0 = first; k0 < PPL_CTX; k0 += PPL_SLICE) {
-            int rows = PPL_CTX - k0 < PPL_SLICE ? PPL_CTX - k0 : PPL_SLICE;
-            if (session_prefill(s, chunk + k0, rows, logits, &err)) die("real_models: %s: %s", model, err.msg);
-            for (int k = k0; k < k0 + rows && k + 1 < PPL_CTX; k++, count++)
-                nll += token_nll(logits + (size_t)(k - k0) * V, V, chunk[k + 1]);
-        }
-        chunk[0] = saved;
-    }
-    free(logits);
+    progress("real_models: %s perplexity, %d chunks of %d", model, chunks, PPL_CTX);
+    double ppl = session_perplexity(s, tokens, PPL_CTX, chunks, tok->add_bos ? tok->bos_id : -1, NULL, NULL, &err);
+    if (ppl < 0) die("real_models: %s: %s", model, err.msg);
     free(tokens);
-    free(text);
-    return exp(nll / count);
+    return ppl;
 }
 
 // ---- speed, as llama-bench measures it ----------------------------------------------------------
@@ -492,10 +454,13 @@ static int run(LabRun *r) {
         thread_governor_init(&governor, run_threads);
         e.governor = &governor;
         kernels_set_threads(run_threads);
-        GreedyResult gr = greedy_check(&s, name, c->vocab_size);
+        GreedyResult gr = greedy_check(&s, name, LLAMA_REFERENCE, c->vocab_size),
+                     gr_default = greedy_check(&s, name, LLAMA_DEFAULT, c->vocab_size);
         e.governor = NULL;
         kernels_set_threads(run_threads); // (the governor's last choice otherwise)
-        double ppl = perplexity(&s, &tok, name, (int)ppl_chunks), ppl_ref = fixture_ppl(name, (int)ppl_chunks);
+        double ppl = perplexity(&s, &tok, name, (int)ppl_chunks),
+               ppl_ref = fixture_ppl(name, LLAMA_REFERENCE, (int)ppl_chunks),
+               ppl_default = fixture_ppl(name, LLAMA_DEFAULT, (int)ppl_chunks);
 
         // llama-bench's inputs: random ids, BOS first where the model adds one
         int pp[PP_TOKENS], tg[TG_TOKENS];
@@ -541,6 +506,7 @@ static int run(LabRun *r) {
                     "%s,%d,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%zu,%lld,%zu,%.6g,%s,"
                     "%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.6g,"
                     "%d,%ld,%.6g,%.6g,%.6g,"
+                    "%d,%d,%.6g,%.6g,"
                     "%d,%.6g,%.6g,%.6g,%d,"
                     "%d,%.6g,%.6g,%.6g,%d,"
                     "%.6g,%.6g,%.6g,%.6g,"
@@ -551,6 +517,7 @@ static int run(LabRun *r) {
                     N_PROMPTS, N_PROMPTS * N_GREEDY, gr.agree, gr.identical, gr.first_min, gr.first_diff[0],
                     gr.first_diff[1], gr.first_diff[2], gr.first_diff[3], gr.first_diff[4], gr.gap_max,
                     PPL_CTX, ppl_chunks, ppl, ppl_ref, ppl / ppl_ref - 1.0,
+                    gr_default.agree, gr_default.identical, ppl_default, ppl / ppl_default - 1.0,
                     PP_TOKENS, pre_ts, PP_TOKENS / (pre.p90_ms / 1e3), PP_TOKENS / (pre.p10_ms / 1e3), pre.reps,
                     TG_TOKENS, dec_ts, TG_TOKENS / (dec.p90_ms / 1e3), TG_TOKENS / (dec.p10_ms / 1e3), dec.reps,
                     step_bytes, stream[t], stream[t] * 1e9 / step_bytes, step_bytes * dec_ts / 1e9,
