@@ -45,7 +45,7 @@
 // The tokenizer, when saved, in llama.cpp's keys so that llama.cpp loads and runs the file:
 //   tokenizer.ggml.model   "gpt2" (our byte-level BPE) or "llama" (llama2.c vocabulary)
 //   tokenizer.ggml.pre     "starcoder" (gpt2 only): llama.cpp's name for our pre-split rule
-//                          (tokenizer.h); a gpt2 file with another, or none, is refused
+//                          (tokenizer.h)
 //   tokenizer.ggml.tokens  string array. gpt2: each piece spelled in GPT-2's byte-level
 //                          alphabet (tokenizer_gpt2_spell), BOS and EOS as their raw text;
 //                          llama: the raw piece bytes with spaces as U+2581 "▁", as
@@ -57,8 +57,7 @@
 //   tokenizer.ggml.bos_token_id / eos_token_id   u32
 //   tokenizer.ggml.add_bos_token = true, add_eos_token = false (gpt2): our sequences begin
 //                          with BOS, so llama.cpp must add it as we do
-// The loader rebuilds the tokenizer from merges (gpt2, only in our layout) or pieces + scores
-// (llama) and checks the stored tokens, BOS and EOS against it.
+// The loader reads any file's tokenizer, ours or another converter's (tokenizer_gguf.h).
 #pragma once
 
 #include <stddef.h>

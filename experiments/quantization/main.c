@@ -17,9 +17,9 @@
 //   - decode and prefill tokens/s (warm-up, then repetitions: median, p10, p90), and the
 //     bytes a decode step reads (its weights and the KV cache) per second, against the
 //     machine's STREAM triad bandwidth (the hardware_budget experiment's probe).
-// Decode with q8_0 and int8 weights runs the integer dot (kernels/quant.h: the activation row
-// quantised to int8 once per matmul) where the CPU has one; the synthetic set below also times
-// their float dequantise-dot for comparison.
+// Weights with an integer dot (q8_0, q4_0, int8) run it in decode and prefill alike
+// (kernels/quant.h: the activation rows quantised once per matmul) where the CPU has one; the
+// synthetic set below also times their float dequantise-dot for comparison.
 // The int8 KV cache (per token and KV head, kvcache.h) is measured for fp32 and q8_0 weights:
 // its bytes, validation bits per byte and passkey accuracy at the model's context, and decode
 // speed at a long context (long_ctx_factor x the trained one: the timing only, RoPE beyond the
