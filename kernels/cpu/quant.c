@@ -263,12 +263,21 @@ static void copy_f32_out(float *y, const uint8_t *b, int n) { memcpy(y, b, (size
 // with a quantised activation row (the integer dot) and that row's format. The layouts themselves
 // are the traits table's (dtype.h).
 
+// R activation rows (R <= MATVEC_MAX_ROWS) in a weight type's activation format, for its
+// integer dot.
+typedef struct {
+    const uint8_t *q; // (R, stride) activation rows
+    size_t stride;    // bytes between rows
+    int R;
+} ActRows;
+
 typedef struct {
     void (*quantize_block)(uint8_t *b, const float *x, int len);
     void (*dequantize_block)(float *y, const uint8_t *b, int len);
     float (*dot)(DType t, const uint8_t *row, const float *x, int n);
-    float (*int_dot)(const uint8_t *row, const uint8_t *xq, int n); // NULL: no integer dot
-    ActType act;                                                     // int_dot's activation format
+    // out[r * out_stride] = row . activation row r, r < x->R; NULL: no integer dot
+    void (*int_dot)(const uint8_t *row, const ActRows *x, int n, float *out, size_t out_stride);
+    ActType act; // int_dot's activation format
 } CpuType;
 
 static const CpuType *cpu_type(DType t); // the table, after the kernels it names
@@ -839,98 +848,154 @@ int quant_int_dot_enable(int on) {
     return was;
 }
 
-// Q8_0 / Q4_0 / Q5_0 weights x Q8_0 activations: sumf += (d_w * d_a) * sumi
-static float int_dot_q8_0(const uint8_t *b, const uint8_t *xq, int n) {
-    FAcc acc = facc_zero();
-    for (int k = 0; k < n / 32; k++, b += 34, xq += Q8_0_BYTES)
-        acc = facc_fma(acc, isum_block(i8_load(b + 2), xq + 2), half_at(b) * half_at(xq));
-    return facc_sum(acc);
+// The integer dots: one weight row against R activation rows (R <= MATVEC_MAX_ROWS; R = 1 is a
+// decode step). Each weight block is decoded once, then met by every row's codes; each output
+// keeps its own accumulators and sums its blocks in the single-row order, so output r is bit for
+// bit what R = 1 gives on row r alone (ggml's vec_dot, test_ggml_quants).
+#define INT_DOT_INLINE inline __attribute__((always_inline))
+
+static inline const uint8_t *act_block(const ActRows *x, int r, int k, size_t block_bytes) {
+    return x->q + r * x->stride + k * block_bytes;
 }
 
-static float int_dot_q4_0(const uint8_t *b, const uint8_t *xq, int n) {
-    FAcc acc = facc_zero();
-    for (int k = 0; k < n / 32; k++, b += 18, xq += Q8_0_BYTES)
-        acc = facc_fma(acc, isum_block(i8_nibble_pairs(b + 2, 8), xq + 2), half_at(b) * half_at(xq));
-    return facc_sum(acc);
+// Q8_0 / Q4_0 / Q5_0 weights (decoded by `codes`) x Q8_0 activations: sumf += (d_w * d_a) * sumi
+static INT_DOT_INLINE void q8_0_family_rows(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R,
+                                            int block_bytes, I8x32 (*codes)(const uint8_t *b)) {
+    FAcc acc[MATVEC_MAX_ROWS];
+    for (int r = 0; r < R; r++) acc[r] = facc_zero();
+    for (int k = 0; k < n / 32; k++, b += block_bytes) {
+        I8x32 w = codes(b);
+        for (int r = 0; r < R; r++) {
+            const uint8_t *xq = act_block(x, r, k, Q8_0_BYTES);
+            acc[r] = facc_fma(acc[r], isum_block(w, xq + 2), half_at(b) * half_at(xq));
+        }
+    }
+    for (int r = 0; r < R; r++) out[r * os] = facc_sum(acc[r]);
 }
-
-static float int_dot_q5_0(const uint8_t *b, const uint8_t *xq, int n) {
-    FAcc acc = facc_zero();
-    for (int k = 0; k < n / 32; k++, b += 22, xq += Q8_0_BYTES)
-        acc = facc_fma(acc, isum_block(i8_q5(b + 6, b + 2), xq + 2), half_at(b) * half_at(xq));
-    return facc_sum(acc);
+static inline I8x32 q8_0_codes(const uint8_t *b) { return i8_load(b + 2); }
+static inline I8x32 q4_0_codes(const uint8_t *b) { return i8_nibble_pairs(b + 2, 8); }
+static inline I8x32 q5_0_codes(const uint8_t *b) { return i8_q5(b + 6, b + 2); }
+static INT_DOT_INLINE void q8_0_rows(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R) {
+    q8_0_family_rows(b, x, n, out, os, R, 34, q8_0_codes);
+}
+static INT_DOT_INLINE void q4_0_rows(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R) {
+    q8_0_family_rows(b, x, n, out, os, R, 18, q4_0_codes);
+}
+static INT_DOT_INLINE void q5_0_rows(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R) {
+    q8_0_family_rows(b, x, n, out, os, R, 22, q5_0_codes);
 }
 
 // Q4_1 x Q8_1: sumf += (d_w * d_a) * sumi + m_w * s_a (the m terms summed apart, added at the end)
-static float int_dot_q4_1(const uint8_t *b, const uint8_t *xq, int n) {
-    FAcc acc = facc_zero();
-    float summs = 0.0f;
-    for (int k = 0; k < n / 32; k++, b += 20, xq += Q8_1_BYTES) {
-        summs += half_at(b + 2) * half_at(xq + 2);
-        acc = facc_fma(acc, isum_block(i8_nibble_pairs(b + 4, 0), xq + 4), half_at(b) * half_at(xq));
+static INT_DOT_INLINE void q4_1_rows(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R) {
+    FAcc acc[MATVEC_MAX_ROWS];
+    float summs[MATVEC_MAX_ROWS];
+    for (int r = 0; r < R; r++) acc[r] = facc_zero(), summs[r] = 0.0f;
+    for (int k = 0; k < n / 32; k++, b += 20) {
+        I8x32 w = i8_nibble_pairs(b + 4, 0);
+        for (int r = 0; r < R; r++) {
+            const uint8_t *xq = act_block(x, r, k, Q8_1_BYTES);
+            summs[r] += half_at(b + 2) * half_at(xq + 2);
+            acc[r] = facc_fma(acc[r], isum_block(w, xq + 4), half_at(b) * half_at(xq));
+        }
     }
-    return facc_sum(acc) + summs;
+    for (int r = 0; r < R; r++) out[r * os] = facc_sum(acc[r]) + summs[r];
 }
 
 // The lab's int8 rows x Q8_0 activations: s * sum_k d_a,k * sumi_k; a row's last, shorter block
 // goes through a zero-padded copy (its activation codes are zero-padded too).
-static float int_dot_int8(const uint8_t *b, const uint8_t *xq, int n) {
+static INT_DOT_INLINE void int8_rows(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R) {
     float s = float_at(b);
     const uint8_t *q = b + 4;
-    FAcc acc = facc_zero();
-    int k = 0;
-    for (; (k + 1) * 32 <= n; k++, xq += Q8_0_BYTES) acc = facc_fma(acc, isum_block(i8_load(q + k * 32), xq + 2), half_at(xq));
-    if (k * 32 < n) {
-        uint8_t last[32] = {0};
-        memcpy(last, q + k * 32, (size_t)(n - k * 32));
-        acc = facc_fma(acc, isum_block(i8_load(last), xq + 2), half_at(xq));
+    FAcc acc[MATVEC_MAX_ROWS];
+    for (int r = 0; r < R; r++) acc[r] = facc_zero();
+    for (int k = 0; k * 32 < n; k++) {
+        I8x32 w;
+        if ((k + 1) * 32 <= n) {
+            w = i8_load(q + k * 32);
+        } else {
+            uint8_t last[32] = {0};
+            memcpy(last, q + k * 32, (size_t)(n - k * 32));
+            w = i8_load(last);
+        }
+        for (int r = 0; r < R; r++) {
+            const uint8_t *xq = act_block(x, r, k, Q8_0_BYTES);
+            acc[r] = facc_fma(acc[r], isum_block(w, xq + 2), half_at(xq));
+        }
     }
-    return s * facc_sum(acc);
+    for (int r = 0; r < R; r++) out[r * os] = s * facc_sum(acc[r]);
 }
 
 // Q4_K x Q8_K per super-block: sumf += (d_a * d) * sum_j sc_j sumi_j - (d_a * dmin) * sum_j m_j bsum_j,
 // bsum_j = bsums[2j] + bsums[2j + 1] (the min terms in MAcc's lanes, pairs of sub-blocks, as ggml's)
-static float int_dot_q4_k(const uint8_t *b, const uint8_t *xq, int n) {
-    FAcc acc = facc_zero();
-    MAcc acc_m = macc_zero();
-    for (int k = 0; k < n / QK; k++, b += Q4K_BYTES, xq += Q8_K_BYTES) {
-        float da = float_at(xq);
-        const uint8_t *q8 = xq + 4;
-        int16_t bsums[16];
-        memcpy(bsums, xq + 4 + QK, sizeof bsums);
-        ISum s = isum_zero();
-        int32_t mb[4] = {0};
+static INT_DOT_INLINE void q4_k_rows(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R) {
+    FAcc acc[MATVEC_MAX_ROWS];
+    MAcc acc_m[MATVEC_MAX_ROWS];
+    for (int r = 0; r < R; r++) acc[r] = facc_zero(), acc_m[r] = macc_zero();
+    for (int k = 0; k < n / QK; k++, b += Q4K_BYTES) {
+        I8x32 w[8];
+        int sc[8], m[8];
         for (int j = 0; j < 8; j++) {
-            int sc, m;
-            k4_scale_min(b + 4, j, &sc, &m);
-            s = isum_add(s, i8_nibbles(b + 16 + 32 * (j / 2), j & 1), q8 + 32 * j, sc, sc, 0);
-            mb[j / 2] += m * (bsums[2 * j] + bsums[2 * j + 1]);
+            k4_scale_min(b + 4, j, &sc[j], &m[j]);
+            w[j] = i8_nibbles(b + 16 + 32 * (j / 2), j & 1);
         }
-        acc = facc_fma(acc, s, da * half_at(b));
-        acc_m = macc_fma(acc_m, mb, -da * half_at(b + 2));
+        for (int r = 0; r < R; r++) {
+            const uint8_t *xq = act_block(x, r, k, Q8_K_BYTES), *q8 = xq + 4;
+            float da = float_at(xq);
+            int16_t bsums[16];
+            memcpy(bsums, xq + 4 + QK, sizeof bsums);
+            ISum s = isum_zero();
+            int32_t mb[4] = {0};
+            for (int j = 0; j < 8; j++) {
+                s = isum_add(s, w[j], q8 + 32 * j, sc[j], sc[j], 0);
+                mb[j / 2] += m[j] * (bsums[2 * j] + bsums[2 * j + 1]);
+            }
+            acc[r] = facc_fma(acc[r], s, da * half_at(b));
+            acc_m[r] = macc_fma(acc_m[r], mb, -da * half_at(b + 2));
+        }
     }
-    return facc_sum(acc) + macc_sum(acc_m);
+    for (int r = 0; r < R; r++) out[r * os] = facc_sum(acc[r]) + macc_sum(acc_m[r]);
 }
 
 // Q6_K x Q8_K per super-block: sumf += (d_a * d) * sum_i scales_i * sum_{16 of i} (code - 32) q,
 // the products taken on the unsigned codes and 32 * sum_i scales_i bsums_i taken off each lane
 // pair's share, as ggml's AVX2 kernel does (the same integers, in the same fp32 lanes).
-static float int_dot_q6_k(const uint8_t *b, const uint8_t *xq, int n) {
-    FAcc acc = facc_zero();
-    for (int k = 0; k < n / QK; k++, b += Q6K_BYTES, xq += Q8_K_BYTES) {
-        const uint8_t *q8 = xq + 4;
-        ISum s = isum_zero();
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
-            const int8_t *sc = (const int8_t *)(b + 192 + 8 * h);
-            for (int c = 0; c < 4; c++)
-                s = isum_add(s, i8_q6(ql + 32 * (c & 1), qh, c >> 1, 2 * c), q8 + 128 * h + 32 * c, sc[2 * c], sc[2 * c + 1], 0);
+static INT_DOT_INLINE void q6_k_rows(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R) {
+    FAcc acc[MATVEC_MAX_ROWS];
+    for (int r = 0; r < R; r++) acc[r] = facc_zero();
+    for (int k = 0; k < n / QK; k++, b += Q6K_BYTES) {
+        I8x32 w[8]; // sub-blocks c = 0..3 of halves h = 0, 1
+        for (int h = 0; h < 2; h++)
+            for (int c = 0; c < 4; c++) w[4 * h + c] = i8_q6(b + 64 * h + 32 * (c & 1), b + 128 + 32 * h, c >> 1, 2 * c);
+        const int8_t *sc = (const int8_t *)(b + 192);
+        for (int r = 0; r < R; r++) {
+            const uint8_t *xq = act_block(x, r, k, Q8_K_BYTES), *q8 = xq + 4;
+            ISum s = isum_zero();
+            for (int h = 0; h < 2; h++)
+                for (int c = 0; c < 4; c++)
+                    s = isum_add(s, w[4 * h + c], q8 + 128 * h + 32 * c, sc[8 * h + 2 * c], sc[8 * h + 2 * c + 1], 0);
+            s = isum_sub_q6_offset(s, xq + 4 + QK, sc);
+            acc[r] = facc_fma(acc[r], s, float_at(xq) * half_at(b + 208));
         }
-        s = isum_sub_q6_offset(s, xq + 4 + QK, (const int8_t *)(b + 192));
-        acc = facc_fma(acc, s, float_at(xq) * half_at(b + 208));
     }
-    return facc_sum(acc);
+    for (int r = 0; r < R; r++) out[r * os] = facc_sum(acc[r]);
 }
+
+// The table's integer dots: R = 1, a decode step, instantiated apart so that its accumulators
+// stay in registers; the same code for every R.
+#define INT_DOT_ENTRY(type)                                                                        \
+    static void int_dot_##type(const uint8_t *b, const ActRows *x, int n, float *out, size_t os) { \
+        if (x->R == 1)                                                                             \
+            type##_rows(b, x, n, out, os, 1);                                                      \
+        else                                                                                       \
+            type##_rows(b, x, n, out, os, x->R);                                                   \
+    }
+INT_DOT_ENTRY(q8_0)
+INT_DOT_ENTRY(q4_0)
+INT_DOT_ENTRY(q5_0)
+INT_DOT_ENTRY(q4_1)
+INT_DOT_ENTRY(int8)
+INT_DOT_ENTRY(q4_k)
+INT_DOT_ENTRY(q6_k)
 
 // clang-format off
 static const CpuType CPU_TYPES[DTYPE_COUNT] = {
@@ -961,7 +1026,10 @@ ActType quant_act_type(DType t) { return cpu_type(t)->int_dot ? cpu_type(t)->act
 float dot_row_int(DType t, const void *row, const void *xq, int n) {
     if (!dtype_has_int_dot(t)) die("dot_row_int: %s weights have no integer dot", dtype_name(t));
     check_row("dot_row_int", t, n);
-    return cpu_type(t)->int_dot(row, xq, n);
+    ActRows x = {xq, 0, 1};
+    float out;
+    cpu_type(t)->int_dot(row, &x, n, &out, 1);
+    return out;
 }
 
 // ---- matmul on typed weights ------------------------------------------------------------------
@@ -993,9 +1061,10 @@ static void add_outlier_columns(float *out, const float *x, const Tensor *w, int
 }
 
 // The integer dot at any R: the input rows quantised once into scratch, then tasks of weight rows
-// (one row each for decode, INT_TILE_ROWS for prefill), each dotting its rows with the input rows
-// MATVEC_MAX_ROWS at a time, so a weight row stays in cache across a block of input rows. Every
-// output is one int_dot call, whatever the loop order: prefill rows equal decode rows bit for bit.
+// (one row each for decode, INT_TILE_ROWS for prefill), each weight row dotted with the input rows
+// MATVEC_MAX_ROWS at a time by one kernel call that decodes each of its blocks once. Every output
+// sums as the single-row kernel does, whatever the loop order: prefill rows equal decode rows bit
+// for bit.
 static void matmul_int(float *out, const float *x, const Tensor *w, int R, void *scratch, const CpuType *kt) {
     int n = w->cols, d = w->rows;
     if (!scratch) die("matmul: %s weights' integer dot needs scratch", dtype_name(w->dtype));
@@ -1009,9 +1078,8 @@ static void matmul_int(float *out, const float *x, const Tensor *w, int R, void 
     PARALLEL_FOR((double)R * n * d, schedule(static), for (int task = 0; task < tasks; task++) {
         int i0 = task * tile, i1 = i0 + tile < d ? i0 + tile : d;
         for (int r0 = 0; r0 < R; r0 += MATVEC_MAX_ROWS) {
-            int r1 = r0 + MATVEC_MAX_ROWS < R ? r0 + MATVEC_MAX_ROWS : R;
-            for (int i = i0; i < i1; i++)
-                for (int r = r0; r < r1; r++) out[(size_t)r * d + i] = kt->int_dot(base + i * rb, xq + r * xb, n);
+            ActRows rows = {xq + r0 * xb, xb, R - r0 < MATVEC_MAX_ROWS ? R - r0 : MATVEC_MAX_ROWS};
+            for (int i = i0; i < i1; i++) kt->int_dot(base + i * rb, &rows, n, out + (size_t)r0 * d + i, (size_t)d);
         }
     });
 }
