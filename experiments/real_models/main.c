@@ -32,7 +32,10 @@
 //   - the theory of decode: the bytes a tg128 step reads (every layer matrix and the output head
 //     as stored, the norm gains, the fp32 keys and values of its mean context) over the STREAM
 //     triad bandwidth measured here at the same thread count (lab/peak.h): the decode tok/s that
-//     reading the weights from DRAM allows.
+//     reading the weights from DRAM allows;
+//   - v(k), what a speculative verification of k tokens costs in decode steps: the median time of
+//     one forward of k rows (k = 1, 2, 4, 8, 16, every row's logits) after a 64-token context,
+//     over that of k = 1 (verify_reps repetitions after a warm-up).
 //
 // The greedy and perplexity checks run on --threads (default every core; greedy decoding's
 // steps on one thread where the thread governor times that faster, session.h): their numbers,
@@ -76,10 +79,11 @@ static int thread_counts[MAX_THREAD_COUNTS], n_thread_counts; // --thread-counts
 typedef struct {
     int reps;        // timed repetitions of pp512 and tg128 (after one warm-up)
     int stream_reps; // STREAM triad passes per thread count
+    int verify_reps; // timed repetitions of each v(k) forward
 } Sizes;
 
-static const Sizes QUICK = {.reps = 1, .stream_reps = 3}; // the report step in a minute or two on 2 cores
-static const Sizes FULL = {.reps = 5, .stream_reps = 5}; // llama-bench -r 5
+static const Sizes QUICK = {.reps = 1, .stream_reps = 3, .verify_reps = 3}; // the report step in a minute or two on 2 cores
+static const Sizes FULL = {.reps = 5, .stream_reps = 5, .verify_reps = 11}; // llama-bench -r 5
 
 static const char *models_dir = "out/models/real", *fixtures_dir = "tests/fixtures/real",
                   *text_path = "out/corpus/kjv-valid.txt";
@@ -114,9 +118,10 @@ static const LabTable TABLES[] = {
      "decode_tokens,decode_tok_s_median,decode_tok_s_p10,decode_tok_s_p90,decode_reps,"
      "decode_step_bytes,stream_gb_s,decode_tok_s_predicted,decode_gb_s,"
      "llama_bench,llama_prefill_tok_s,llama_prefill_tok_s_stddev,llama_decode_tok_s,llama_decode_tok_s_stddev,"
-     "prefill_vs_llama,decode_vs_llama,llama_cpu,llama_source",
+     "prefill_vs_llama,decode_vs_llama,llama_cpu,llama_source,"
+     "verify_at,verify_ms_k1,v_k2,v_k4,v_k8,v_k16",
      "per model and thread count: its facts, greedy and perplexity against llama.cpp, pp512 / tg128 tok/s beside "
-     "llama-bench's, decode tok/s predicted from the STREAM bandwidth",
+     "llama-bench's, decode tok/s predicted from the STREAM bandwidth, v(k) of a k-row verification",
      LAB_CPU},
     {0},
 };
@@ -340,6 +345,40 @@ static void run_decode(void *ctx) {
         if (session_decode(b->s, b->steps[i], &err)) die("real_models: %s", err.msg);
 }
 
+// v(k), the cost of verifying k drafted tokens in one forward against one decode step: k rows fed
+// at positions VERIFY_AT.. after a VERIFY_AT-token context, with every row's logits (a
+// verification needs them all), over the time of k = 1.
+#define VERIFY_AT 64
+#define N_VERIFY 5
+static const int VERIFY_ROWS[N_VERIFY] = {1, 2, 4, 8, 16};
+
+typedef struct {
+    Session *s;
+    const int *tokens; // >= VERIFY_AT + 16 ids, the context first
+    int k;
+    float *logits; // (16, V)
+} Verify;
+
+static void run_verify(void *ctx) {
+    Verify *v = ctx;
+    Error err;
+    session_truncate(v->s, VERIFY_AT);
+    if (session_prefill(v->s, v->tokens + VERIFY_AT, v->k, v->logits, &err)) die("real_models: %s", err.msg);
+}
+
+// verify_ms[i]: the median time of VERIFY_ROWS[i] rows
+static void measure_verify(Session *s, const int *tokens, int reps, double verify_ms[N_VERIFY]) {
+    Error err;
+    session_truncate(s, 0);
+    if (session_prefill(s, tokens, VERIFY_AT, NULL, &err)) die("real_models: %s", err.msg);
+    Verify v = {s, tokens, 0, mallocCheck((size_t)16 * s->engine->config.vocab_size * sizeof(float))};
+    for (int i = 0; i < N_VERIFY; i++) {
+        v.k = VERIFY_ROWS[i];
+        verify_ms[i] = bench_run(run_verify, &v, 1, reps).median_ms;
+    }
+    free(v.logits);
+}
+
 // A matrix's bytes as stored.
 static double tensor_bytes(const Tensor *t) { return (double)t->rows * dtype_row_bytes(t->dtype, t->cols); }
 
@@ -478,6 +517,9 @@ static int run(LabRun *r) {
             BenchStats pre = bench_run(run_prefill, &b, 1, sz->reps);
             progress("real_models: %s tg%d, %d thread(s)", name, TG_TOKENS, threads);
             BenchStats dec = bench_run(run_decode, &b, 1, sz->reps);
+            progress("real_models: %s v(k), %d thread(s)", name, threads);
+            double verify_ms[N_VERIFY];
+            measure_verify(&s, pp, sz->verify_reps, verify_ms);
             double pre_ts = PP_TOKENS / (pre.median_ms / 1e3), dec_ts = TG_TOKENS / (dec.median_ms / 1e3);
             const LlamaBench *lb = &llama.rows[m][t];
             char lpre[64] = "", lpre_sd[64] = "", ldec[64] = "", ldec_sd[64] = "", rpre[64] = "", rdec[64] = "";
@@ -510,7 +552,8 @@ static int run(LabRun *r) {
                     "%d,%.6g,%.6g,%.6g,%d,"
                     "%d,%.6g,%.6g,%.6g,%d,"
                     "%.6g,%.6g,%.6g,%.6g,"
-                    "%s,%s,%s,%s,%s,%s,%s,%s,%s",
+                    "%s,%s,%s,%s,%s,%s,%s,%s,%s,"
+                    "%d,%.6g,%.6g,%.6g,%.6g,%.6g",
                     name, threads, model_arch(c)->name, c->n_layers, c->dim, c->hidden_dim, c->n_heads, c->n_kv_heads,
                     c->head_dim, c->vocab_size, c->seq_len, c->window, c->global_every, params, (long long)st.st_size,
                     weight_bytes, 8.0 * weight_bytes / params, types,
@@ -522,7 +565,9 @@ static int run(LabRun *r) {
                     TG_TOKENS, dec_ts, TG_TOKENS / (dec.p90_ms / 1e3), TG_TOKENS / (dec.p10_ms / 1e3), dec.reps,
                     step_bytes, stream[t], stream[t] * 1e9 / step_bytes, step_bytes * dec_ts / 1e9,
                     status, lpre, lpre_sd, ldec, ldec_sd, rpre, rdec, csv_quote(cpu, sizeof cpu, lb->cpu),
-                    csv_quote(source_q, sizeof source_q, source));
+                    csv_quote(source_q, sizeof source_q, source), VERIFY_AT, verify_ms[0],
+                    verify_ms[1] / verify_ms[0], verify_ms[2] / verify_ms[0], verify_ms[3] / verify_ms[0],
+                    verify_ms[4] / verify_ms[0]);
         }
         kernels_set_threads(run_threads);
         session_close(&s);
