@@ -42,6 +42,8 @@ PROGRAMS := $(patsubst %,$(BIN)/%,$(EXPERIMENTS) $(TOOLS)) $(patsubst experiment
 PROGRAMS += $(BIN)/corpus
 # bin/real_models (experiments/real_models/): the real models against llama.cpp, a report step of its own (mk/report.mk)
 PROGRAMS += $(BIN)/real_models
+# bin/bench (experiments/bench/): llama-bench's command line and output on the engine, not a report step
+PROGRAMS += $(BIN)/bench
 # Link order is layer order, top first: each library uses only those after it (a program's
 # own objects or, for a test, the experiments' helpers, then the harness, the trainer, the
 # formats, the engine, the CUDA and CPU kernels, the base).
