@@ -63,7 +63,9 @@ for m in $models; do [ -f "$models_dir/$m.gguf" ] || need="$need real-models"; d
 # shellcheck disable=SC2086 # a list of targets
 [ -z "$need" ] || make $need
 
-hw=$( (bin/hwinfo --slug 2>/dev/null) || lscpu | sed -n 's/^Model name: *//p' | tr '[:upper:]' '[:lower:]' | sed 's/([^)]*)//g; s/[^a-z0-9]\{1,\}/-/g; s/^-//; s/-$//')
+# the machine's slug as the lab names it (bin/real_models looks for llama_bench_<slug>.csv)
+make -s bin/hwinfo >&2 || die "cannot build bin/hwinfo"
+hw=$(bin/hwinfo --slug)
 
 if [ "$mode" = bench ]; then
     [ -x "$build/bin/llama-bench" ] || die "$build/bin/llama-bench not found (cmake --build $build --target llama-bench)"
