@@ -7,7 +7,8 @@
 //  - batched decode of several sequences equals decoding each alone;
 //  - truncate rolls a session back exactly (what speculative decoding needs); a context that
 //    does not fit is an error that leaves the session as it was; greedy generation feeds
-//    back each argmax and stops where its callback says;
+//    back each argmax and stops where its callback says; session_perplexity is
+//    llama-perplexity's number, computed plainly from each chunk's full forward;
 //  - GQA equals MHA with each KV head repeated; window >= length equals full attention;
 //  - linear / NTK / YaRN scaling with factor 1 equal plain RoPE, and their factor > 1 shapes;
 //  - the KV cache holds 2 * L * S * n_kv * hd * sizeof(float) bytes; MLA's latent cache
@@ -27,6 +28,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <math.h>
 #include <string.h>
 
 #include "common.h"
@@ -331,6 +333,68 @@ static void test_truncate_rolls_back(void **state) {
     engine_close(&e);
     free(rolled);
     free(fresh);
+    model_free(&m);
+}
+
+typedef struct {
+    int calls;
+    double last;
+} ChunkLog;
+
+static void log_chunk(void *ctx, int chunk, double ppl) {
+    ChunkLog *l = ctx;
+    assert_int_equal(chunk, ++l->calls);
+    l->last = ppl;
+}
+
+// session_perplexity is llama-perplexity's number: per chunk of ctx tokens from an empty cache,
+// its first token replaced by BOS, the tokens after the first half scored. Checked against that
+// computed plainly from each chunk's full forward, with log-softmax in double (the routine sums
+// float exps in double: 1e-6 relative); the caller's tokens come back unchanged, on_chunk sees
+// chunks 1..n in order, its last value the result; and BOS -1 keeps the chunks' first tokens.
+static void test_session_perplexity_is_llama_perplexitys(void **state) {
+    (void)state;
+    enum { CTX = 16, CHUNKS = 3, BOS = 1 };
+    Config c = small_config(4, 2, 6, 2);
+    Model m;
+    random_model(&m, &c, 81, 0.5f);
+    int V = c.vocab_size, tokens[CHUNKS * CTX + 5], copy[CHUNKS * CTX + 5];
+    random_tokens(tokens, CHUNKS * CTX + 5, V, 3);
+    memcpy(copy, tokens, sizeof tokens);
+    Engine e;
+    Session s;
+    Error err;
+    engine_open(&e, &m, ops_cpu(), DTYPE_F32, 8, CTX);
+    session_open(&s, &e, CTX);
+    float *logits = mallocCheck((size_t)CTX * V * sizeof(float));
+    for (int bos = -1; bos <= BOS; bos += BOS + 1) {
+        double nll = 0.0;
+        long count = 0;
+        for (int ch = 0; ch < CHUNKS; ch++) {
+            int chunk[CTX];
+            memcpy(chunk, tokens + ch * CTX, sizeof chunk);
+            if (bos >= 0) chunk[0] = bos;
+            model_forward_full(&m, chunk, CTX, logits, 1);
+            for (int k = CTX / 2; k + 1 < CTX; k++, count++) {
+                const float *row = logits + (size_t)k * V;
+                double max = row[0], sum = 0.0;
+                for (int v = 1; v < V; v++) max = row[v] > max ? row[v] : max;
+                for (int v = 0; v < V; v++) sum += exp(row[v] - max);
+                nll -= row[chunk[k + 1]] - max - log(sum);
+            }
+        }
+        double want = exp(nll / count);
+        ChunkLog log = {0};
+        double got = session_perplexity(&s, tokens, CTX, CHUNKS, bos, log_chunk, &log, &err);
+        if (got < 0) fail_msg("%s", err.msg);
+        if (fabs(got / want - 1.0) > 1e-6) fail_msg("BOS %d: perplexity %.9g, computed plainly %.9g", bos, got, want);
+        assert_int_equal(log.calls, CHUNKS);
+        assert_true(log.last == got);
+        assert_memory_equal(tokens, copy, sizeof tokens);
+    }
+    free(logits);
+    session_close(&s);
+    engine_close(&e);
     model_free(&m);
 }
 
@@ -695,6 +759,7 @@ int main(void) {
         cmocka_unit_test(test_config_validate),
         cmocka_unit_test(test_forward_flops),
         cmocka_unit_test(test_thread_governor),
+        cmocka_unit_test(test_session_perplexity_is_llama_perplexitys),
     };
     return cmocka_run_group_tests_name("model", tests, NULL, NULL);
 }
