@@ -269,6 +269,10 @@ typedef struct {
     const uint8_t *q; // (R, stride) activation rows
     size_t stride;    // bytes between rows
     int R;
+    // the blocks' d (and Q8_1's s) as fp32, block-major, (blocks, MATVEC_MAX_ROWS): d[k *
+    // MATVEC_MAX_ROWS + r] is row r's block k (act_scales_fill). The paired kernels read a
+    // block's scales for all rows in one load; NULL where R = 1 or no paired kernel runs.
+    const float *d, *s;
 } ActRows;
 
 typedef struct {
@@ -901,6 +905,146 @@ static INT_DOT_INLINE void q4_1_rows(const uint8_t *b, const ActRows *x, int n, 
     for (int r = 0; r < R; r++) out[r * os] = facc_sum(acc[r]) + summs[r];
 }
 
+// ---- paired rows: two activation rows per 512-bit vector (AVX512-VNNI) -----------------------
+// From R = 2 up, the Q8_0 family and Q4_1 take two activation rows per instruction: a block's 32
+// weight codes fill both halves of a 512-bit vector, row r's 32 codes the low half and row r + 1's
+// the high half, so one dpbusd makes both rows' 8 lane sums (the same exact integers as isum_block)
+// and one FMA adds both rows' lanes times their own scales into a pair accumulator whose halves
+// are the two rows' FAcc. Each half sees the single-row kernel's operations in its order, so every
+// output is still bit for bit the R = 1 result. The scales come from ActRows' fp32 tables: one
+// multiply scales a block for all 16 rows (d_w * d_a is exact in fp32: two fp16 significands),
+// then a permute hands each pair its two rows' scales.
+#if VEC_BITS == 512 && defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#define INT_DOT_PAIRS 1
+
+// (lo's 32 codes, hi's 32 codes) as one vector
+static inline __m512i pair_load(const uint8_t *lo, const uint8_t *hi) {
+    __m256i a = _mm256_loadu_si256((const __m256i *)lo), b = _mm256_loadu_si256((const __m256i *)hi);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+}
+
+// lanes 0..7 the scale of row 2p, lanes 8..15 that of row 2p + 1, from (MATVEC_MAX_ROWS) scales
+static inline __m512 pair_scales(__m512 all, int p) {
+    __m512i idx = _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
+    return _mm512_permutexvar_ps(idx, all);
+}
+
+// out[r * os] and out[(r + 1) * os] (when r + 1 < R): facc_sum of each half's 8 lanes plus that
+// row's add[0 or 1] where the kernel has a second sum, as the single-row kernels end
+static inline void pair_store(__m512 acc, float *out, size_t os, int r, int R, const float add[2]) {
+    float lo = facc_sum(_mm512_castps512_ps256(acc)), hi = facc_sum(_mm512_extractf32x8_ps(acc, 1));
+    out[r * os] = add ? lo + add[0] : lo;
+    if (r + 1 < R) out[(r + 1) * os] = add ? hi + add[1] : hi;
+}
+
+// Q8_0 family (signed codes: |w| times x with w's sign, as isum_add) and Q4_1 (codes 0..15 taken
+// as they are; with_min: the m_w * s_a terms summed per row in fp32, as q4_1_rows does), P pairs
+// of rows (an odd R's last pair repeats its row and keeps one half).
+static INT_DOT_INLINE void pairs_rows(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R, int P,
+                                      int block_bytes, int act_bytes, int with_min, I8x32 (*codes)(const uint8_t *b)) {
+    __m512 acc[MATVEC_MAX_ROWS / 2], summs = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int p = 0; p < P; p++) acc[p] = _mm512_setzero_ps();
+    int code_at = with_min ? 4 : 2;
+    for (int k = 0; k < n / 32; k++, b += block_bytes) {
+        I8x32 w = codes(b);
+        __m512i wv = _mm512_broadcast_i64x4(with_min ? w : _mm256_sign_epi8(w, w));
+        __mmask64 neg = with_min ? 0 : _mm512_movepi8_mask(_mm512_broadcast_i64x4(w));
+        __m512 d = _mm512_mul_ps(_mm512_set1_ps(half_at(b)), _mm512_loadu_ps(x->d + k * MATVEC_MAX_ROWS));
+        if (with_min) {
+            __m512 m = _mm512_mul_ps(_mm512_set1_ps(half_at(b + 2)), _mm512_loadu_ps(x->s + k * MATVEC_MAX_ROWS));
+            summs = _mm512_add_ps(summs, m);
+        }
+#pragma GCC unroll 8 // a constant P: every pair's accumulator in a register
+        for (int p = 0; p < P; p++) {
+            int hi = 2 * p + 1 < R ? 2 * p + 1 : 2 * p;
+            __m512i xv = pair_load(act_block(x, 2 * p, k, act_bytes) + code_at, act_block(x, hi, k, act_bytes) + code_at);
+            if (!with_min) xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
+            __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, xv);
+            acc[p] = _mm512_fmadd_ps(pair_scales(d, p), _mm512_cvtepi32_ps(s), acc[p]);
+        }
+    }
+    float m[MATVEC_MAX_ROWS];
+    _mm512_storeu_ps(m, summs);
+#pragma GCC unroll 8
+    for (int p = 0; p < P; p++) pair_store(acc[p], out, os, 2 * p, R, with_min ? m + 2 * p : NULL);
+}
+
+static INT_DOT_INLINE void q8_0_pairs(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R, int P) {
+    pairs_rows(b, x, n, out, os, R, P, 34, Q8_0_BYTES, 0, q8_0_codes);
+}
+static INT_DOT_INLINE void q4_0_pairs(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R, int P) {
+    pairs_rows(b, x, n, out, os, R, P, 18, Q8_0_BYTES, 0, q4_0_codes);
+}
+static INT_DOT_INLINE void q5_0_pairs(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R, int P) {
+    pairs_rows(b, x, n, out, os, R, P, 22, Q8_0_BYTES, 0, q5_0_codes);
+}
+static inline I8x32 q4_1_codes(const uint8_t *b) { return i8_nibble_pairs(b + 4, 0); }
+static INT_DOT_INLINE void q4_1_pairs(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R, int P) {
+    pairs_rows(b, x, n, out, os, R, P, 20, Q8_1_BYTES, 1, q4_1_codes);
+}
+
+// the 8 fp32 lanes of row r's MAcc-like half (lanes 0, 2, 4, 6 of acc's half h) as macc_sum adds them
+static inline float pair_macc_sum(__m512 acc, int h) {
+    __m256 half = h ? _mm512_extractf32x8_ps(acc, 1) : _mm512_castps512_ps256(acc);
+    return macc_sum(_mm256_castps256_ps128(_mm256_permutevar8x32_ps(half, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6))));
+}
+
+// Q4_K x Q8_K for pairs of rows (q4_k_rows' sums): a sub-block's lane sums (|sum| <= 4 * 15 * 127
+// fits int16) times its scale by madd_epi16 against (sc, 0), exact as the single-row mullo; the
+// min terms m_j * (bsums[2j] + bsums[2j + 1]) by madd_epi16 of the bsums against each m_j twice,
+// neighbouring sub-blocks added so that lane 2l holds the single-row kernel's MAcc lane l.
+static INT_DOT_INLINE void q4_k_pairs(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R, int P) {
+    __m512 acc[MATVEC_MAX_ROWS / 2], acc_m[MATVEC_MAX_ROWS / 2];
+#pragma GCC unroll 8
+    for (int p = 0; p < P; p++) acc[p] = _mm512_setzero_ps(), acc_m[p] = _mm512_setzero_ps();
+    for (int k = 0; k < n / QK; k++, b += Q4K_BYTES) {
+        __m512i w[8], sc[8];
+        int16_t m2[16];
+        for (int j = 0; j < 8; j++) {
+            int scj, mj;
+            k4_scale_min(b + 4, j, &scj, &mj);
+            w[j] = _mm512_broadcast_i64x4(i8_nibbles(b + 16 + 32 * (j / 2), j & 1));
+            sc[j] = _mm512_set1_epi32(scj);
+            m2[2 * j] = m2[2 * j + 1] = (int16_t)mj;
+        }
+        __m512i mins = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)m2));
+        __m512 da = _mm512_loadu_ps(x->d + k * MATVEC_MAX_ROWS);
+        __m512 dd = _mm512_mul_ps(_mm512_set1_ps(half_at(b)), da), dm = _mm512_mul_ps(_mm512_set1_ps(-half_at(b + 2)), da);
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++) {
+            const uint8_t *lo = act_block(x, 2 * p, k, Q8_K_BYTES), *hi = act_block(x, 2 * p + 1 < R ? 2 * p + 1 : 2 * p, k, Q8_K_BYTES);
+            __m512i s = _mm512_setzero_si512();
+            for (int j = 0; j < 8; j++) {
+                __m512i q = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[j], pair_load(lo + 4 + 32 * j, hi + 4 + 32 * j));
+                s = _mm512_add_epi32(s, _mm512_madd_epi16(q, sc[j]));
+            }
+            __m512i mb = _mm512_madd_epi16(pair_load(lo + 4 + QK, hi + 4 + QK), mins);
+            mb = _mm512_add_epi32(mb, _mm512_shuffle_epi32(mb, _MM_PERM_CDAB));
+            acc[p] = _mm512_fmadd_ps(pair_scales(dd, p), _mm512_cvtepi32_ps(s), acc[p]);
+            acc_m[p] = _mm512_fmadd_ps(pair_scales(dm, p), _mm512_cvtepi32_ps(mb), acc_m[p]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int p = 0; p < P; p++) {
+        float m[2] = {pair_macc_sum(acc_m[p], 0), pair_macc_sum(acc_m[p], 1)};
+        pair_store(acc[p], out, os, 2 * p, R, m);
+    }
+}
+
+// The paired kernel of a type, its pairs' count a constant for a full 16 rows (prefill, the
+// largest verification) so that the accumulators stay in registers.
+#define PAIRS_ENTRY(type)                                                                        \
+    static void pairs_##type(const uint8_t *b, const ActRows *x, int n, float *out, size_t os) { \
+        if (x->R == MATVEC_MAX_ROWS)                                                             \
+            type##_pairs(b, x, n, out, os, MATVEC_MAX_ROWS, MATVEC_MAX_ROWS / 2);                \
+        else                                                                                     \
+            type##_pairs(b, x, n, out, os, x->R, (x->R + 1) / 2);                                \
+    }
+#else
+#define INT_DOT_PAIRS 0
+#endif
+
 // The lab's int8 rows x Q8_0 activations: s * sum_k d_a,k * sumi_k; a row's last, shorter block
 // goes through a zero-padded copy (its activation codes are zero-padded too).
 static INT_DOT_INLINE void int8_rows(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R) {
@@ -989,12 +1133,27 @@ static INT_DOT_INLINE void q6_k_rows(const uint8_t *b, const ActRows *x, int n, 
         else                                                                                       \
             type##_rows(b, x, n, out, os, x->R);                                                   \
     }
-INT_DOT_ENTRY(q8_0)
-INT_DOT_ENTRY(q4_0)
-INT_DOT_ENTRY(q5_0)
-INT_DOT_ENTRY(q4_1)
+// ... and where the paired kernel exists, it takes R >= 2 when the scale tables are there.
+#if INT_DOT_PAIRS
+#define INT_DOT_PAIRED_ENTRY(type)                                                                 \
+    PAIRS_ENTRY(type)                                                                              \
+    static void int_dot_##type(const uint8_t *b, const ActRows *x, int n, float *out, size_t os) { \
+        if (x->R == 1)                                                                             \
+            type##_rows(b, x, n, out, os, 1);                                                      \
+        else if (x->d)                                                                             \
+            pairs_##type(b, x, n, out, os);                                                        \
+        else                                                                                       \
+            type##_rows(b, x, n, out, os, x->R);                                                   \
+    }
+#else
+#define INT_DOT_PAIRED_ENTRY(type) INT_DOT_ENTRY(type)
+#endif
+INT_DOT_PAIRED_ENTRY(q8_0)
+INT_DOT_PAIRED_ENTRY(q4_0)
+INT_DOT_PAIRED_ENTRY(q5_0)
+INT_DOT_PAIRED_ENTRY(q4_1)
 INT_DOT_ENTRY(int8)
-INT_DOT_ENTRY(q4_k)
+INT_DOT_PAIRED_ENTRY(q4_k)
 INT_DOT_ENTRY(q6_k)
 
 // clang-format off
@@ -1026,7 +1185,7 @@ ActType quant_act_type(DType t) { return cpu_type(t)->int_dot ? cpu_type(t)->act
 float dot_row_int(DType t, const void *row, const void *xq, int n) {
     if (!dtype_has_int_dot(t)) die("dot_row_int: %s weights have no integer dot", dtype_name(t));
     check_row("dot_row_int", t, n);
-    ActRows x = {xq, 0, 1};
+    ActRows x = {xq, 0, 1, NULL, NULL};
     float out;
     cpu_type(t)->int_dot(row, &x, n, &out, 1);
     return out;
@@ -1037,10 +1196,37 @@ float dot_row_int(DType t, const void *row, const void *xq, int n) {
 #define TILE_FLOATS (1 << 16) // prefill's float path: weight rows dequantised per sgemm, ~256 KB (L2)
 #define INT_TILE_ROWS 16      // prefill's integer path: weight rows per task, dotted 16 input rows at a time
 
+// The paired kernels' scale tables beside R quantised activation rows of n columns: per group of
+// MATVEC_MAX_ROWS rows, (blocks, MATVEC_MAX_ROWS) floats of d and as many of s (ActRows).
+static size_t act_scales_floats(ActType a, int R, int n) {
+    if (!INT_DOT_PAIRS || R < 2 || a == ACT_NONE) return 0;
+    size_t groups = (size_t)(R + MATVEC_MAX_ROWS - 1) / MATVEC_MAX_ROWS;
+    size_t blocks = (size_t)(n + act_block_elems(a) - 1) / act_block_elems(a);
+    return 2 * groups * blocks * MATVEC_MAX_ROWS;
+}
+
+// Where the tables start in scratch: after the activation rows, 64-byte aligned.
+static size_t act_scales_offset(ActType a, int R, int n) { return ((size_t)R * act_row_bytes(a, n) + 63) & ~(size_t)63; }
+
+// Fill group g's tables: its rows' block scales widened to fp32, block-major (unused rows: 0).
+static void act_scales_fill(float *d, float *sv, ActType a, const uint8_t *xq, size_t xb, int rows, int n) {
+    int B = act_block_elems(a), blocks = (n + B - 1) / B;
+    memset(d, 0, (size_t)blocks * MATVEC_MAX_ROWS * sizeof(float));
+    memset(sv, 0, (size_t)blocks * MATVEC_MAX_ROWS * sizeof(float));
+    size_t bytes = act_row_bytes(a, B);
+    for (int r = 0; r < rows; r++)
+        for (int k = 0; k < blocks; k++) {
+            const uint8_t *blk = xq + r * xb + k * bytes;
+            d[k * MATVEC_MAX_ROWS + r] = a == ACT_Q8_K ? float_at(blk) : half_at(blk);
+            if (a == ACT_Q8_1) sv[k * MATVEC_MAX_ROWS + r] = half_at(blk + 2);
+        }
+}
+
 size_t matmul_typed_scratch_bytes(DType t, int R, int cols) {
     if (!dtype_is_quantized(t) || R <= 0 || cols <= 0) return 0;
     ActType a = quant_act_type(t);
-    size_t act = a != ACT_NONE ? (size_t)R * act_row_bytes(a, cols) : 0;
+    size_t scales = act_scales_floats(a, R, cols);
+    size_t act = a == ACT_NONE ? 0 : scales ? act_scales_offset(a, R, cols) + scales * sizeof(float) : (size_t)R * act_row_bytes(a, cols);
     if (R <= MATVEC_MAX_ROWS) return act;
     size_t tile = (size_t)(cols > TILE_FLOATS ? cols : TILE_FLOATS) * sizeof(float);
     return tile > act ? tile : act;
@@ -1074,11 +1260,19 @@ static void matmul_int(float *out, const float *x, const Tensor *w, int R, void 
     PARALLEL_FOR((double)R * n, schedule(static), for (int r = 0; r < R; r++) {
         quantize_act_row(kt->act, xq + r * xb, x + (size_t)r * n, n);
     });
+    size_t table = act_scales_floats(kt->act, R, n) / 2;
+    size_t per_group = (size_t)(n + act_block_elems(kt->act) - 1) / act_block_elems(kt->act) * MATVEC_MAX_ROWS;
+    float *scales = table ? (float *)(xq + act_scales_offset(kt->act, R, n)) : NULL;
+    for (int r0 = 0; scales && r0 < R; r0 += MATVEC_MAX_ROWS) {
+        float *dg = scales + (size_t)(r0 / MATVEC_MAX_ROWS) * per_group;
+        act_scales_fill(dg, dg + table, kt->act, xq + r0 * xb, xb, R - r0 < MATVEC_MAX_ROWS ? R - r0 : MATVEC_MAX_ROWS, n);
+    }
     int tile = R <= MATVEC_MAX_ROWS ? 1 : INT_TILE_ROWS, tasks = (d + tile - 1) / tile;
     PARALLEL_FOR((double)R * n * d, schedule(static), for (int task = 0; task < tasks; task++) {
         int i0 = task * tile, i1 = i0 + tile < d ? i0 + tile : d;
         for (int r0 = 0; r0 < R; r0 += MATVEC_MAX_ROWS) {
-            ActRows rows = {xq + r0 * xb, xb, R - r0 < MATVEC_MAX_ROWS ? R - r0 : MATVEC_MAX_ROWS};
+            const float *dg = scales ? scales + (size_t)(r0 / MATVEC_MAX_ROWS) * per_group : NULL;
+            ActRows rows = {xq + r0 * xb, xb, R - r0 < MATVEC_MAX_ROWS ? R - r0 : MATVEC_MAX_ROWS, dg, dg ? dg + table : NULL};
             for (int i = i0; i < i1; i++) kt->int_dot(base + i * rb, &rows, n, out + (size_t)r0 * d + i, (size_t)d);
         }
     });
