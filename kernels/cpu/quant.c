@@ -1032,6 +1032,47 @@ static INT_DOT_INLINE void q4_k_pairs(const uint8_t *b, const ActRows *x, int n,
     }
 }
 
+// (sc_lo in lanes 0..3, sc_hi in lanes 4..7 of each half) as madd_epi16's (sc, 0) int16 pairs
+static inline __m512i pair_lane_scales(int sc_lo, int sc_hi) {
+    int lo = sc_lo & 0xFFFF, hi = sc_hi & 0xFFFF;
+    return _mm512_broadcast_i64x4(_mm256_setr_epi32(lo, lo, lo, lo, hi, hi, hi, hi));
+}
+
+// Q6_K x Q8_K for pairs of rows (q6_k_rows' sums): the unsigned codes' lane sums (|sum| <= 4 * 63
+// * 127 fits int16) times each half's scale by madd_epi16, and 32 * (bsums . scales) taken off.
+static INT_DOT_INLINE void q6_k_pairs(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R, int P) {
+    __m512 acc[MATVEC_MAX_ROWS / 2];
+#pragma GCC unroll 8
+    for (int p = 0; p < P; p++) acc[p] = _mm512_setzero_ps();
+    for (int k = 0; k < n / QK; k++, b += Q6K_BYTES) {
+        __m512i w[8], sc[8]; // sub-blocks c = 0..3 of halves h = 0, 1
+        const int8_t *scales = (const int8_t *)(b + 192);
+        for (int h = 0; h < 2; h++)
+            for (int c = 0; c < 4; c++) {
+                w[4 * h + c] = _mm512_broadcast_i64x4(i8_q6(b + 64 * h + 32 * (c & 1), b + 128 + 32 * h, c >> 1, 2 * c));
+                sc[4 * h + c] = pair_lane_scales(scales[8 * h + 2 * c], scales[8 * h + 2 * c + 1]);
+            }
+        __m512i sc16 = _mm512_broadcast_i64x4(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)scales)));
+        __m512 dd = _mm512_mul_ps(_mm512_loadu_ps(x->d + k * MATVEC_MAX_ROWS), _mm512_set1_ps(half_at(b + 208)));
+#pragma GCC unroll 8
+        for (int p = 0; p < P; p++) {
+            const uint8_t *lo = act_block(x, 2 * p, k, Q8_K_BYTES), *hi = act_block(x, 2 * p + 1 < R ? 2 * p + 1 : 2 * p, k, Q8_K_BYTES);
+            __m512i s = _mm512_setzero_si512();
+            for (int h = 0; h < 2; h++)
+                for (int c = 0; c < 4; c++) {
+                    int at = 4 + 128 * h + 32 * c;
+                    __m512i q = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[4 * h + c], pair_load(lo + at, hi + at));
+                    s = _mm512_add_epi32(s, _mm512_madd_epi16(q, sc[4 * h + c]));
+                }
+            __m512i off = _mm512_madd_epi16(pair_load(lo + 4 + QK, hi + 4 + QK), sc16);
+            s = _mm512_sub_epi32(s, _mm512_slli_epi32(off, 5));
+            acc[p] = _mm512_fmadd_ps(pair_scales(dd, p), _mm512_cvtepi32_ps(s), acc[p]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int p = 0; p < P; p++) pair_store(acc[p], out, os, 2 * p, R, NULL);
+}
+
 // The paired kernel of a type, its pairs' count a constant for a full 16 rows (prefill, the
 // largest verification) so that the accumulators stay in registers.
 #define PAIRS_ENTRY(type)                                                                        \
@@ -1154,7 +1195,7 @@ INT_DOT_PAIRED_ENTRY(q5_0)
 INT_DOT_PAIRED_ENTRY(q4_1)
 INT_DOT_ENTRY(int8)
 INT_DOT_PAIRED_ENTRY(q4_k)
-INT_DOT_ENTRY(q6_k)
+INT_DOT_PAIRED_ENTRY(q6_k)
 
 // clang-format off
 static const CpuType CPU_TYPES[DTYPE_COUNT] = {
