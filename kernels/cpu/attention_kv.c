@@ -72,6 +72,25 @@ static inline void add_value(float *acc, const HeadRows *h, float a, size_t row,
     }
 }
 
+// partial row j (of VEC_STEP) += the probabilities (scores times inv) of keys j, j + VEC_STEP, ...
+// times their fp32 value rows, in key order: add_value's sums, each row's vectors kept in
+// registers across its keys instead of read and written back per key (vd % VEC_WIDTH == 0).
+static void add_values_f32(float *partial, const float *scores, float inv, const HeadRows *h,
+                           const VisibleRows *rows, int count, size_t stride, int vd, int used) {
+    for (int j = 0; j < used; j++)
+        for (int d0 = 0; d0 < vd; d0 += VEC_STEP) {
+            int nv = vd - d0 < VEC_STEP ? (vd - d0) / VEC_WIDTH : 4;
+            vf acc[4] = {{0}, {0}, {0}, {0}};
+            for (int i = j; i < count; i += VEC_STEP) {
+                if (scores[i] == 0.0f) continue; // fma(0, v, acc) is acc
+                const float *v = (const float *)h->v + (size_t)visible_row(rows, i) * stride + d0;
+                vf a = vf_splat(scores[i] * inv);
+                for (int t = 0; t < nv; t++) acc[t] = vf_madd(a, vf_load(v + t * VEC_WIDTH), acc[t]);
+            }
+            for (int t = 0; t < nv; t++) vf_store(partial + (size_t)j * vd + d0 + t * VEC_WIDTH, acc[t]);
+        }
+}
+
 // One query head against its KV head's rows (key_stride, value_stride apart). A ring or a
 // paged cache changes only where a key is read from, not the order, so they give the same
 // bits as a contiguous cache.
@@ -101,17 +120,31 @@ static void attend_one(float *out, const float *q, const HeadRows *kv, int p, KV
         rope_rotate(q_sink, 1, hd, -vis.evicted, s->inv_freq, 1.0f, ROPE_STYLE_NORM);
         qs = q_sink;
     }
-    for (int i = 0; i < vis.count; i++)
-        scores[i] = key_dot(kv, i < vis.n_sinks ? qs : q, (size_t)visible_row(&rows, i), ks, hd) * s->scale;
+    for (int i = 0; i < vis.count;) {
+        if (kv->dtype == DTYPE_F32 && i >= vis.n_sinks && vis.count - i >= 16) { // 16 keys, one reduction
+            const float *keys[16];
+            for (int k = 0; k < 16; k++) keys[k] = (const float *)kv->k + (size_t)visible_row(&rows, i + k) * ks;
+            dot_f32_x16(scores + i, q, keys, hd);
+            for (int k = 0; k < 16; k++) scores[i + k] *= s->scale;
+            i += 16;
+        } else {
+            scores[i] = key_dot(kv, i < vis.n_sinks ? qs : q, (size_t)visible_row(&rows, i), ks, hd) * s->scale;
+            i++;
+        }
+    }
     float max, inv = (float)(1.0 / vf_exp_shifted_sum(scores, vis.count, &max));
     // rows past the keys stay +0 (never -0: they start at +0 and an fma rounding to zero gives
     // +0), so they are neither cleared nor read, but added as 0, which changes no sum
     int used = vis.count < VEC_STEP ? vis.count : VEC_STEP;
     float partial[VEC_STEP * vd];
-    memset(partial, 0, (size_t)used * vd * sizeof(float));
-    for (int i = 0; i < vis.count; i++) {
-        if (scores[i] == 0.0f) continue; // fma(0, v, acc) is acc
-        add_value(partial + (size_t)(i % VEC_STEP) * vd, kv, scores[i] * inv, (size_t)visible_row(&rows, i), vs, vd);
+    if (kv->dtype == DTYPE_F32 && vd % VEC_WIDTH == 0) {
+        add_values_f32(partial, scores, inv, kv, &rows, vis.count, vs, vd, used);
+    } else {
+        memset(partial, 0, (size_t)used * vd * sizeof(float));
+        for (int i = 0; i < vis.count; i++) {
+            if (scores[i] == 0.0f) continue; // fma(0, v, acc) is acc
+            add_value(partial + (size_t)(i % VEC_STEP) * vd, kv, scores[i] * inv, (size_t)visible_row(&rows, i), vs, vd);
+        }
     }
     for (int d = 0; d < vd; d += VEC_WIDTH) {
         int lanes = vf_lanes(d, vd);
