@@ -72,22 +72,34 @@ static inline void add_value(float *acc, const HeadRows *h, float a, size_t row,
     }
 }
 
-// partial row j (of VEC_STEP) += the probabilities (scores times inv) of keys j, j + VEC_STEP, ...
-// times their fp32 value rows, in key order: add_value's sums, each row's vectors kept in
-// registers across its keys instead of read and written back per key (vd % VEC_WIDTH == 0).
+// dst's nv <= 4 vectors += the probabilities (scores times inv) of keys j, j + VEC_STEP, ... times
+// dims d0.. of their fp32 value rows, in key order, the vectors kept in registers across the keys
+// (inlined with nv a constant where it is one).
+static inline __attribute__((always_inline)) void add_value_vectors(float *dst, const float *scores, float inv,
+                                                                    const HeadRows *h, const VisibleRows *rows,
+                                                                    int j, int count, size_t stride, int d0, int nv) {
+    vf acc[4] = {{0}, {0}, {0}, {0}};
+    for (int i = j; i < count; i += VEC_STEP) {
+        if (scores[i] == 0.0f) continue; // fma(0, v, acc) is acc
+        const float *v = (const float *)h->v + (size_t)visible_row(rows, i) * stride + d0;
+        vf a = vf_splat(scores[i] * inv);
+#pragma GCC unroll 4
+        for (int t = 0; t < nv; t++) acc[t] = vf_madd(a, vf_load(v + t * VEC_WIDTH), acc[t]);
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < nv; t++) vf_store(dst + t * VEC_WIDTH, acc[t]);
+}
+
+// partial row j (of VEC_STEP) += the probabilities of keys j, j + VEC_STEP, ... times their fp32
+// value rows: add_value's sums in its order, without reading and writing the row back per key
+// (vd % VEC_WIDTH == 0).
 static void add_values_f32(float *partial, const float *scores, float inv, const HeadRows *h,
                            const VisibleRows *rows, int count, size_t stride, int vd, int used) {
     for (int j = 0; j < used; j++)
         for (int d0 = 0; d0 < vd; d0 += VEC_STEP) {
-            int nv = vd - d0 < VEC_STEP ? (vd - d0) / VEC_WIDTH : 4;
-            vf acc[4] = {{0}, {0}, {0}, {0}};
-            for (int i = j; i < count; i += VEC_STEP) {
-                if (scores[i] == 0.0f) continue; // fma(0, v, acc) is acc
-                const float *v = (const float *)h->v + (size_t)visible_row(rows, i) * stride + d0;
-                vf a = vf_splat(scores[i] * inv);
-                for (int t = 0; t < nv; t++) acc[t] = vf_madd(a, vf_load(v + t * VEC_WIDTH), acc[t]);
-            }
-            for (int t = 0; t < nv; t++) vf_store(partial + (size_t)j * vd + d0 + t * VEC_WIDTH, acc[t]);
+            float *dst = partial + (size_t)j * vd + d0;
+            if (vd - d0 >= VEC_STEP) add_value_vectors(dst, scores, inv, h, rows, j, count, stride, d0, 4);
+            else add_value_vectors(dst, scores, inv, h, rows, j, count, stride, d0, (vd - d0) / VEC_WIDTH);
         }
 }
 
