@@ -339,6 +339,58 @@ static void test_act_blocks_by_hand(void **state) {
 // Random rows: every block's fields are ggml's formulas evaluated here the plain way, and every
 // value d q lies within its stated distance of x (quant.h): Q8_0 / Q8_1 d/2 + 127 |fp16(d) - d|,
 // Q8_K |d| / 2, each (1 + 1e-5).
+// round_code's rule written out: clamp to [-127, 127] with NaN going to 127, then round half to even
+static int plain_code(float v) {
+    if (!(v < 127.0f)) return 127;
+    return v > -127.0f ? (int)rintf(v) : -127;
+}
+
+// Whole blocks with NaN, +-inf and values of equal magnitude and opposite sign: the codes, scales
+// and sums are the scalar rules' (NaNs skipped by the maximum, sent to 127 as codes; the first
+// value of largest magnitude sets Q8_K's sign), whichever width the build quantises with.
+static void test_act_blocks_with_nan_and_inf(void **state) {
+    (void)state;
+    uint64_t rng = rng_seed(31);
+    for (int trial = 0; trial < 4; trial++) {
+        float x[256];
+        fill_normal(x, 256, 2.0f, &rng);
+        for (int j = 0; j < 256; j++)
+            if ((j * 7 + trial) % 23 == 0) x[j] = j % 2 ? NAN : -NAN; // NaNs in every lane position
+        x[17] = -6.5f, x[200] = 6.5f, x[40] = 6.5f; // the largest magnitude, first negative
+        if (trial >= 2) x[90] = trial == 2 ? INFINITY : -INFINITY;
+        if (trial == 3) x[3] = INFINITY;
+        for (int a = 0; a < 3; a++) {
+            ActType at = (ActType[]){ACT_Q8_0, ACT_Q8_1, ACT_Q8_K}[a];
+            int B = act_block_elems(at);
+            uint8_t q[2 * 292];
+            quantize_act_row(at, q, x, 256);
+            size_t bb = act_row_bytes(at, B);
+            for (int k0 = 0; k0 < 256; k0 += B) {
+                const uint8_t *b = q + (size_t)(k0 / B) * bb;
+                float amax = 0.0f, max = 0.0f;
+                for (int j = 0; j < B; j++)
+                    if (fabsf(x[k0 + j]) > amax) amax = fabsf(x[k0 + j]), max = x[k0 + j];
+                if (at == ACT_Q8_K) {
+                    float iscale = -127.0f / max, d;
+                    memcpy(&d, b, 4);
+                    assert_true(memcmp(&d, &(float){1.0f / iscale}, 4) == 0);
+                    for (int j = 0; j < B; j++) assert_int_equal((int8_t)b[4 + j], plain_code(iscale * x[k0 + j]));
+                } else {
+                    float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+                    const uint8_t *codes = b + (at == ACT_Q8_1 ? 4 : 2);
+                    int sum = 0;
+                    assert_int_equal(half_bits(b), fp32_to_fp16(d));
+                    for (int j = 0; j < B; j++) {
+                        assert_int_equal((int8_t)codes[j], plain_code(x[k0 + j] * id));
+                        sum += plain_code(x[k0 + j] * id);
+                    }
+                    if (at == ACT_Q8_1) assert_int_equal(half_bits(b + 2), fp32_to_fp16(d * (float)sum));
+                }
+            }
+        }
+    }
+}
+
 static void test_act_formats_on_random_rows(void **state) {
     (void)state;
     uint64_t rng = rng_seed(29);
@@ -480,7 +532,7 @@ int main(void) {
         cmocka_unit_test(test_quantize_equals_gguf),
         cmocka_unit_test(test_dot_on_gguf_blocks),
         cmocka_unit_test(test_act_blocks_by_hand),
-        cmocka_unit_test(test_act_formats_on_random_rows),
+        cmocka_unit_test(test_act_formats_on_random_rows), cmocka_unit_test(test_act_blocks_with_nan_and_inf),
         cmocka_unit_test(test_int_dots_at_extremes),
     };
     return cmocka_run_group_tests_name("ggml_quants", tests, NULL, NULL);

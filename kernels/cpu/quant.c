@@ -623,35 +623,92 @@ static inline int8_t round_code(float v) {
     return (int8_t)rintf(v);
 }
 
+// Whole blocks go 16 values at a time: at 512 bits as AVX-512 lanes that run round_code's and the
+// scans' operations (x86's max and min return their second operand on a NaN, which is how fmaxf
+// skips a NaN and round_code sends one to 127; the maxima and integer sums do not depend on their
+// order), elsewhere as the plain loops.
+static inline float amax16(const float *x, float m) { // max(m, |x|) over 16 values, NaNs skipped
+#if VEC_BITS == 512
+    return fmaxf(m, _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x)), _mm512_setzero_ps())));
+#else
+    for (int j = 0; j < 16; j++) m = fmaxf(m, fabsf(x[j]));
+    return m;
+#endif
+}
+
+// round_code(x * scale) of 16 values into q; returns their sum
+static inline int codes16(int8_t *q, const float *x, float scale) {
+#if VEC_BITS == 512
+    __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x), _mm512_set1_ps(scale));
+    v = _mm512_max_ps(_mm512_min_ps(v, _mm512_set1_ps(127.0f)), _mm512_set1_ps(-127.0f));
+    __m512i c = _mm512_cvtps_epi32(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm_storeu_si128((__m128i *)q, _mm512_cvtepi32_epi8(c));
+    return _mm512_reduce_add_epi32(c);
+#else
+    int sum = 0;
+    for (int j = 0; j < 16; j++) sum += q[j] = round_code(x[j] * scale);
+    return sum;
+#endif
+}
+
 // Q8_0 (q at b + 2) and Q8_1 (s at b + 2, q at b + 4): ggml-cpu's x86 quantize_row_q8_0 / _q8_1
 // (AVX and AVX2 builds: id = 127 / amax, codes rounded half to even; its scalar _ref builds use
 // 1 / d and roundf, which can differ by a code on ties); a short last block is zero-padded.
 static void act_q8_block(uint8_t *b, const float *x, int len, int with_sum) {
     float amax = 0.0f;
-    for (int j = 0; j < len; j++) amax = fmaxf(amax, fabsf(x[j]));
-    float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
     int8_t *q = (int8_t *)(b + (with_sum ? 4 : 2));
     int sum = 0;
-    for (int j = 0; j < 32; j++) {
-        q[j] = j < len ? round_code(x[j] * id) : 0;
-        sum += q[j];
+    if (len == 32) {
+        amax = amax16(x + 16, amax16(x, 0.0f));
+    } else {
+        for (int j = 0; j < len; j++) amax = fmaxf(amax, fabsf(x[j]));
+    }
+    float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    if (len == 32) {
+        sum = codes16(q, x, id) + codes16(q + 16, x + 16, id);
+    } else {
+        for (int j = 0; j < 32; j++) {
+            q[j] = j < len ? round_code(x[j] * id) : 0;
+            sum += q[j];
+        }
     }
     put_half(b, d);
     if (with_sum) put_half(b + 2, d * (float)sum);
 }
 
+// The first of x's len values of largest magnitude (NaNs skipped; 0 for none), its magnitude in
+// *amax: in a whole Q8_K block the magnitude first, then the first value that has it.
+static float largest_magnitude(const float *x, int len, float *amax) {
+    float a = 0.0f, max = 0.0f;
+    if (len == QK) {
+        for (int j = 0; j < QK; j += 16) a = amax16(x + j, a);
+        for (int j = 0; j < QK && a != 0.0f; j++)
+            if (fabsf(x[j]) == a) {
+                max = x[j];
+                break;
+            }
+    } else {
+        for (int j = 0; j < len; j++)
+            if (fabsf(x[j]) > a) a = fabsf(x[j]), max = x[j];
+    }
+    *amax = a;
+    return max;
+}
+
 // Q8_K: ggml's quantize_row_q8_K_ref (which ggml-cpu's quantize_row_q8_K is on x86).
 static void act_q8_k_block(uint8_t *b, const float *x, int len) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < len; j++)
-        if (fabsf(x[j]) > amax) amax = fabsf(x[j]), max = x[j];
+    float amax, max = largest_magnitude(x, len, &amax);
     int8_t *q = (int8_t *)(b + 4);
     int16_t bsums[16] = {0};
     float d = 0.0f;
     if (amax != 0.0f) {
         float iscale = -127.0f / max;
-        for (int j = 0; j < QK; j++) q[j] = j < len ? round_code(iscale * x[j]) : 0;
-        for (int j = 0; j < QK; j++) bsums[j / 16] = (int16_t)(bsums[j / 16] + q[j]);
+        if (len == QK) {
+            for (int g = 0; g < 16; g++) bsums[g] = (int16_t)codes16(q + 16 * g, x + 16 * g, iscale);
+        } else {
+            for (int j = 0; j < QK; j++) q[j] = j < len ? round_code(iscale * x[j]) : 0;
+            for (int j = 0; j < QK; j++) bsums[j / 16] = (int16_t)(bsums[j / 16] + q[j]);
+        }
         d = 1.0f / iscale;
     } else {
         memset(q, 0, QK);
