@@ -67,6 +67,7 @@ static const struct {
     const char *key, *name;
 } meta_names[] = {
     {"hw", "Machine id"}, {"hw_slug", "Machine id"}, {"cpu_model", "CPU"}, {"cpu", "CPU"},
+    {"cpu_uarch", "Microarchitecture"}, {"cpu_isa", "Widest vector ISA"}, {"llc_bytes", "Last-level cache"},
     {"n_cpus", "Cores"}, {"cores", "Cores"}, {"mem_bytes", "Memory"}, {"memory_bytes", "Memory"},
     {"gpu", "GPU"}, {"blas", "BLAS"}, {"blas_core", "BLAS core"}, {"blas_choice", "BLAS choice"}, {"blas_threads", "BLAS threads"},
     {"compiler", "Compiler"}, {"cflags", "Compiler flags"}, {"git_commit", "Git commit"},
@@ -89,7 +90,8 @@ static char *dup_string(const char *s) {
 static char *meta_display_value(const char *key, const char *value) {
     char buf[128];
     double v;
-    if (value && (strcmp(key, "memory_bytes") == 0 || strcmp(key, "mem_bytes") == 0) && parse_number(value, &v)) {
+    if (value && (strcmp(key, "memory_bytes") == 0 || strcmp(key, "mem_bytes") == 0 || strcmp(key, "llc_bytes") == 0) &&
+        parse_number(value, &v)) {
         numfmt_format(v, (NumberFormat){FMT_BYTES, 3}, buf, sizeof buf);
         value = buf;
     }

@@ -275,23 +275,51 @@ static void test_csv_failures_leave_no_table(void **state) {
 
 // --- hw -------------------------------------------------------------------------------------
 
+// A probe result with the fields the slug reads.
+static HwInfo machine(const char *model, const char *uarch, const char *isa, int n_cpus, long long llc_mib,
+                      const char *gpu) {
+    HwInfo hw;
+    memset(&hw, 0, sizeof hw);
+    snprintf(hw.cpu_model, sizeof hw.cpu_model, "%s", model);
+    snprintf(hw.cpu_uarch, sizeof hw.cpu_uarch, "%s", uarch);
+    snprintf(hw.cpu_isa, sizeof hw.cpu_isa, "%s", isa);
+    snprintf(hw.gpu, sizeof hw.gpu, "%s", gpu);
+    hw.n_cpus = n_cpus;
+    hw.llc_bytes = llc_mib << 20;
+    return hw;
+}
+
 static void test_hw_slug_examples(void **state) {
     (void)state;
     char s[96];
-    hw_slug(s, sizeof s, "AMD EPYC 7B13", 2, "");
-    assert_string_equal(s, "amd-epyc-7b13-2c");
-    hw_slug(s, sizeof s, "Intel(R) Core(TM) i7-8650U CPU @ 1.90GHz", 8, NULL);
-    assert_string_equal(s, "intel-core-i7-8650u-8c");
-    hw_slug(s, sizeof s, "AMD Ryzen 7 PRO 4750U with Radeon Graphics", 16, "");
-    assert_string_equal(s, "amd-ryzen-7-pro-4750u-16c");
-    hw_slug(s, sizeof s, "AMD Ryzen 9 7950X 16-Core Processor", 32, "");
-    assert_string_equal(s, "amd-ryzen-9-7950x-32c");
-    hw_slug(s, sizeof s, "  Intel(R) Xeon(R) CPU @ 2.20GHz ", 4, "NVIDIA H200");
-    assert_string_equal(s, "intel-xeon-4c-nvidia-h200");
-    hw_slug(s, sizeof s, "", 4, "");
-    assert_string_equal(s, "cpu-unknown-4c");
-    hw_slug(s, 16, "AMD EPYC 7B13 64-Core Processor", 128, ""); // truncated at a word, cores kept
-    assert_string_equal(s, "amd-epyc-128c");
+    const struct {
+        HwInfo hw;
+        const char *slug;
+    } cases[] = {
+        {machine("AMD EPYC 7B13", "zen3", "avx2", 2, 32, ""), "amd-epyc-7b13-zen3-avx2-2c-llc32m"},
+        {machine("Intel(R) Core(TM) i7-8650U CPU @ 1.90GHz", "kaby-lake", "avx2", 8, 8, ""),
+         "intel-core-i7-8650u-kaby-lake-avx2-8c-llc8m"},
+        {machine("AMD Ryzen 7 PRO 4750U with Radeon Graphics", "zen2", "avx2", 16, 8, ""),
+         "amd-ryzen-7-pro-4750u-zen2-avx2-16c-llc8m"},
+        {machine("AMD Ryzen 9 7950X 16-Core Processor", "zen4", "avx512", 32, 32, ""),
+         "amd-ryzen-9-7950x-zen4-avx512-32c-llc32m"},
+        {machine("  Intel(R) Xeon(R) CPU @ 2.20GHz ", "family-6-model-85", "avx512", 4, 0, "NVIDIA H200"),
+         "intel-xeon-family-6-model-85-avx512-4c-nvidia-h200"},
+        {machine("", "", "", 4, 0, ""), "cpu-unknown-4c"},
+        // The two EPYCs a VM names alike ("AMD EPYC"): told apart by what they are.
+        {machine("AMD EPYC", "zen4", "avx512", 2, 32, ""), "amd-epyc-zen4-avx512-2c-llc32m"},
+        {machine("AMD EPYC", "zen5", "avx512", 2, 32, ""), "amd-epyc-zen5-avx512-2c-llc32m"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hw_slug(s, sizeof s, &cases[i].hw);
+        assert_string_equal(s, cases[i].slug);
+    }
+    // Too long: the model's words are cut at a word boundary, what the machine is kept.
+    HwInfo big = machine("AMD EPYC 7B13 64-Core Processor", "zen3", "avx2", 128, 256, "");
+    hw_slug(s, 48, &big);
+    assert_string_equal(s, "amd-epyc-7b13-zen3-avx2-128c-llc256m");
+    hw_slug(s, 48, &(HwInfo){0});
+    assert_string_equal(s, "cpu-unknown-1c");
 }
 
 static void assert_slug_charset(const char *s) {
@@ -314,10 +342,14 @@ static void test_hw_probe_and_slug_stable(void **state) {
     assert_int_equal(strlen(a.date), 20); // 2025-01-31T12:34:56Z
     assert_true(a.date[4] == '-' && a.date[10] == 'T' && a.date[19] == 'Z');
     char sa[96], sb[96];
-    hw_slug(sa, sizeof sa, a.cpu_model, a.n_cpus, a.gpu);
-    hw_slug(sb, sizeof sb, b.cpu_model, b.n_cpus, b.gpu);
+    hw_slug(sa, sizeof sa, &a);
+    hw_slug(sb, sizeof sb, &b);
     assert_string_equal(sa, sb);
     assert_slug_charset(sa);
+#if defined(__x86_64__)
+    assert_true(a.cpu_uarch[0] != '\0' && a.cpu_isa[0] != '\0'); // every x86 CPU has CPUID and SSE4 or more
+    assert_non_null(strstr(sa, a.cpu_isa));
+#endif
     char cores[16];
     snprintf(cores, sizeof cores, "-%dc", a.n_cpus);
     assert_non_null(strstr(sa, cores));
@@ -371,12 +403,12 @@ static void test_meta_contents_and_merge(void **state) {
 
     char keys[64][64], values[64][256];
     int n = read_meta(path, keys, values, 64);
-    const char *order[] = {"hw", "cpu_model", "n_cpus", "mem_bytes", "gpu", "blas", "blas_core", "blas_choice", "blas_threads",
+    const char *order[] = {"hw", "cpu_model", "cpu_uarch", "cpu_isa", "llc_bytes", "n_cpus", "mem_bytes", "gpu", "blas", "blas_core", "blas_choice", "blas_threads",
                            "compiler", "cflags", "git_commit", "date", "profile", "model_target_fnv1a64", "threads"};
     assert_int_equal(n, (int)(sizeof order / sizeof order[0]));
     for (int i = 0; i < n; i++) assert_string_equal(keys[i], order[i]);
     char slug[96];
-    hw_slug(slug, sizeof slug, hw.cpu_model, hw.n_cpus, hw.gpu);
+    hw_slug(slug, sizeof slug, &hw);
     assert_string_equal(meta_value(keys, values, n, "hw"), slug);
     assert_string_equal(meta_value(keys, values, n, "cflags"), hw.cflags);
     assert_string_equal(meta_value(keys, values, n, "profile"), "quick");

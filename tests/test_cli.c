@@ -59,7 +59,7 @@ static void test_common_defaults(void **state) {
     HwInfo hw;
     hw_probe(&hw);
     char want[128];
-    hw_slug(want + 4, sizeof want - 4, hw.cpu_model, hw.n_cpus, hw.gpu);
+    hw_slug(want + 4, sizeof want - 4, &hw);
     memcpy(want, "out/", 4);
     assert_string_equal(c.out_dir, want);
     assert_string_equal(c.profile, "full");

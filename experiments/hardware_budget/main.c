@@ -292,7 +292,9 @@ static void describe_machine(Measured *me, const HwInfo *hw, int threads) {
     HardwareSpec *h = &me->spec;
     memset(h, 0, sizeof *h);
     char slug[96];
-    hw_slug(slug, sizeof slug, hw->cpu_model, hw->n_cpus, "");
+    HwInfo cpu = *hw;
+    cpu.gpu[0] = '\0'; // the CPU alone
+    hw_slug(slug, sizeof slug, &cpu);
     snprintf(h->name, sizeof h->name, "%.52s measured", slug);
     snprintf(h->kind, sizeof h->kind, "cpu");
     h->memory_bytes = (double)hw->mem_bytes;

@@ -18,13 +18,15 @@ static const LabOption OPTIONS[] = {
 static int run(LabRun *r) {
     const HwInfo *hw = &r->hw;
     char slug[96];
-    hw_slug(slug, sizeof slug, hw->cpu_model, hw->n_cpus, hw->gpu);
+    hw_slug(slug, sizeof slug, hw);
     if (slug_only) {
         puts(slug);
         return 0;
     }
-    printf("hw,%s\ncpu_model,%s\nn_cpus,%d\nmem_bytes,%lld\ngpu,%s\nblas_core,%s\ncompiler,%s\ngit_commit,%s\n", slug,
-           hw->cpu_model, hw->n_cpus, hw->mem_bytes, hw->gpu, hw->blas_core, hw->compiler, hw->git_commit);
+    printf("hw,%s\ncpu_model,%s\ncpu_uarch,%s\ncpu_isa,%s\nllc_bytes,%lld\nn_cpus,%d\nmem_bytes,%lld\ngpu,%s\n"
+           "blas_core,%s\ncompiler,%s\ngit_commit,%s\n",
+           slug, hw->cpu_model, hw->cpu_uarch, hw->cpu_isa, hw->llc_bytes, hw->n_cpus, hw->mem_bytes, hw->gpu,
+           hw->blas_core, hw->compiler, hw->git_commit);
     return 0;
 }
 

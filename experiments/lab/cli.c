@@ -15,7 +15,7 @@ void cli_common_defaults(CliCommon *c) {
     HwInfo hw;
     hw_probe(&hw);
     char slug[96];
-    hw_slug(slug, sizeof slug, hw.cpu_model, hw.n_cpus, hw.gpu);
+    hw_slug(slug, sizeof slug, &hw);
     snprintf(c->out_dir, sizeof c->out_dir, "out/%s", slug);
     snprintf(c->profile, sizeof c->profile, "full");
 }

@@ -3,7 +3,11 @@
 #include "hw.h"
 
 #include <cblas.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <ctype.h>
+#include <stdlib.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <string.h>
@@ -78,6 +82,78 @@ static void probe_gpu(char *out, size_t size) {
     closedir(d);
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+// x86 microarchitectures by CPUID vendor, family and model (Intel's and AMD's published tables;
+// the ones this lab's machines and their neighbours report). first..last: a model range.
+static const struct {
+    int amd, family, first, last;
+    const char *name;
+} UARCHES[] = {
+    {0, 6, 0x3F, 0x3F, "haswell-ep"},         {0, 6, 0x4F, 0x4F, "broadwell-ep"},
+    {0, 6, 0x55, 0x55, "skylake-sp"}, // Cascade Lake and Cooper Lake share it (stepping tells)
+    {0, 6, 0x6A, 0x6C, "ice-lake-sp"},        {0, 6, 0x8F, 0x8F, "sapphire-rapids"},
+    {0, 6, 0xCF, 0xCF, "emerald-rapids"},     {0, 6, 0xAD, 0xAE, "granite-rapids"},
+    {0, 6, 0xAF, 0xAF, "sierra-forest"},      {0, 6, 0x8E, 0x8E, "kaby-lake"},
+    {0, 6, 0x9E, 0x9E, "coffee-lake"},        {0, 6, 0x7D, 0x7E, "ice-lake"},
+    {0, 6, 0x8C, 0x8D, "tiger-lake"},         {0, 6, 0x97, 0x9A, "alder-lake"},
+    {0, 6, 0xB7, 0xBF, "raptor-lake"},        {0, 6, 0xAA, 0xAC, "meteor-lake"},
+    {1, 0x17, 0x00, 0x2F, "zen"},             {1, 0x17, 0x30, 0xFF, "zen2"},
+    {1, 0x19, 0x00, 0x0F, "zen3"},            {1, 0x19, 0x10, 0x1F, "zen4"},
+    {1, 0x19, 0x20, 0x5F, "zen3"},            {1, 0x19, 0x60, 0xAF, "zen4"},
+    {1, 0x1A, 0x00, 0xFF, "zen5"},
+};
+
+static void probe_cpu_arch(HwInfo *hw) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return;
+    char vendor[13];
+    memcpy(vendor, &b, 4), memcpy(vendor + 4, &d, 4), memcpy(vendor + 8, &c, 4);
+    vendor[12] = '\0';
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return;
+    int family = (a >> 8) & 0xF, model = (a >> 4) & 0xF;
+    if (family == 0xF) family += (a >> 20) & 0xFF;
+    if (family == 6 || family >= 0xF) model |= ((a >> 16) & 0xF) << 4;
+    int amd = strcmp(vendor, "AuthenticAMD") == 0;
+    snprintf(hw->cpu_uarch, sizeof hw->cpu_uarch, "family-%d-model-%d", family, model);
+    for (size_t i = 0; i < sizeof UARCHES / sizeof UARCHES[0]; i++)
+        if (UARCHES[i].amd == amd && UARCHES[i].family == family && model >= UARCHES[i].first && model <= UARCHES[i].last)
+            snprintf(hw->cpu_uarch, sizeof hw->cpu_uarch, "%s", UARCHES[i].name);
+    __builtin_cpu_init();
+    const char *isa = __builtin_cpu_supports("avx512f") ? "avx512"
+                      : __builtin_cpu_supports("avx2")  ? "avx2"
+                      : __builtin_cpu_supports("avx")   ? "avx"
+                      : __builtin_cpu_supports("sse4.2") ? "sse4"
+                                                         : "";
+    snprintf(hw->cpu_isa, sizeof hw->cpu_isa, "%s", isa);
+}
+#else
+static void probe_cpu_arch(HwInfo *hw) { (void)hw; }
+#endif
+
+// The size of the highest-level cache cpu0 has (sysfs: "266240K"), 0 when sysfs has none.
+static long long probe_llc_bytes(void) {
+    long long best = 0;
+    int best_level = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[96], level[16], size[32];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f) break;
+        int ok = fgets(level, sizeof level, f) != NULL;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if (!ok || !(f = fopen(path, "r"))) continue;
+        ok = fgets(size, sizeof size, f) != NULL;
+        fclose(f);
+        char unit = 0;
+        long long v = 0;
+        if (!ok || sscanf(size, "%lld%c", &v, &unit) < 1) continue;
+        v *= unit == 'K' ? 1024LL : unit == 'M' ? 1024LL * 1024 : 1;
+        if (atoi(level) >= best_level) best_level = atoi(level), best = v;
+    }
+    return best;
+}
+
 static void probe_git_commit(char *out, size_t size) {
     copy_trimmed(out, size, "unknown");
     FILE *p = popen("git rev-parse --short HEAD 2>/dev/null", "r");
@@ -90,6 +166,8 @@ static void probe_git_commit(char *out, size_t size) {
 void hw_probe(HwInfo *hw) {
     memset(hw, 0, sizeof *hw);
     probe_cpu_model(hw->cpu_model, sizeof hw->cpu_model);
+    probe_cpu_arch(hw);
+    hw->llc_bytes = probe_llc_bytes();
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     hw->n_cpus = n > 0 ? (int)n : 1;
     long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
@@ -159,14 +237,21 @@ static void append_words(char *out, size_t size, size_t *len, const char *text) 
     }
 }
 
-void hw_slug(char *out, size_t size, const char *cpu_model, int n_cpus, const char *gpu) {
-    if (size < 16) die("hw_slug: buffer of %zu bytes is too small", size);
-    size_t len = 0;
+void hw_slug(char *out, size_t size, const HwInfo *hw) {
+    if (size < 48) die("hw_slug: buffer of %zu bytes is too small", size);
+    char machine[64] = "", part[32];
+    size_t mlen = 0, len = 0;
+    append_words(machine, sizeof machine, &mlen, hw->cpu_uarch);
+    append_words(machine, sizeof machine, &mlen, hw->cpu_isa);
+    snprintf(part, sizeof part, "%dc", hw->n_cpus > 0 ? hw->n_cpus : 1);
+    append_words(machine, sizeof machine, &mlen, part);
+    if (hw->llc_bytes >= 1024 * 1024) {
+        snprintf(part, sizeof part, "llc%lldm", hw->llc_bytes / (1024 * 1024));
+        append_words(machine, sizeof machine, &mlen, part);
+    }
     out[0] = '\0';
-    char cores[16];
-    snprintf(cores, sizeof cores, "%dc", n_cpus > 0 ? n_cpus : 1);
-    append_words(out, size - strlen(cores) - 1, &len, cpu_model ? cpu_model : "");
-    if (len == 0) append_words(out, size, &len, "cpu-unknown");
-    append_words(out, size, &len, cores);
-    if (gpu) append_words(out, size, &len, gpu);
+    append_words(out, size > mlen + 1 ? size - mlen - 1 : 1, &len, hw->cpu_model);
+    if (len == 0) append_words(out, size > mlen + 1 ? size - mlen - 1 : 1, &len, "cpu-unknown");
+    append_words(out, size, &len, machine);
+    append_words(out, size, &len, hw->gpu);
 }

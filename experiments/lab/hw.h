@@ -4,13 +4,17 @@
 //   HwInfo hw;
 //   hw_probe(&hw);
 //   char slug[96];
-//   hw_slug(slug, sizeof slug, hw.cpu_model, hw.n_cpus, hw.gpu);   // "amd-epyc-7b13-2c"
+//   hw_slug(slug, sizeof slug, &hw);   // "intel-xeon-emerald-rapids-avx512-2c-llc260m"
 #pragma once
 
 #include <stddef.h>
 
 typedef struct {
     char cpu_model[128];   // /proc/cpuinfo "model name" (else "Hardware"/"Model", else uname -m)
+    char cpu_uarch[32];    // x86 microarchitecture from CPUID family/model ("zen5", "emerald-rapids";
+                           // "family-6-model-207" where the table has none), "" elsewhere
+    char cpu_isa[16];      // widest vector ISA the CPU runs: "avx512", "avx2", "avx", "sse4"; "" else
+    long long llc_bytes;   // the last-level cache as cpu0 sees it (sysfs), 0 when unknown
     int n_cpus;            // online logical CPUs
     long long mem_bytes;   // physical memory
     char gpu[128];         // first NVIDIA GPU's model (/proc/driver/nvidia), "" when none
@@ -27,7 +31,10 @@ typedef struct {
 void hw_probe(HwInfo *hw);
 
 // Lower-case words of the CPU model without vendor noise ("(R)", "CPU", "@ 2.45GHz",
-// "8-Core Processor", "with Radeon Graphics"), then "<n_cpus>c", then the GPU's words when
-// gpu is non-empty: "amd-epyc-7b13-2c", "intel-core-i7-8650u-8c-nvidia-geforce-rtx-3060".
-// Only [a-z0-9-] appear; never empty. Truncated at a word boundary to fit size (>= 16).
-void hw_slug(char *out, size_t size, const char *cpu_model, int n_cpus, const char *gpu);
+// "8-Core Processor", "with Radeon Graphics"), then the microarchitecture, the vector ISA,
+// "<n_cpus>c" and "llc<MiB>m" (each where known), then the GPU's words when gpu is non-empty:
+// "amd-epyc-zen5-avx512-2c-llc32m", "intel-core-i7-8650u-kaby-lake-avx2-8c-llc8m-nvidia-geforce-
+// rtx-3060". VMs that report only "AMD EPYC" thus still name a Zen 4 and a Zen 5 apart. Only
+// [a-z0-9-] appear; never empty. The model's words are cut at a word boundary to fit size (>= 48)
+// before anything after them is.
+void hw_slug(char *out, size_t size, const HwInfo *hw);

@@ -122,13 +122,15 @@ static int table_read(Table *t, const char *path, Error *err) {
 
 // The probe's rows and the profile, in their fixed order, ahead of everything else.
 static void table_set_probe(Table *t, const HwInfo *hw, const char *profile) {
-    char slug[96], n_cpus[16], mem[32], blas_threads[16];
-    hw_slug(slug, sizeof slug, hw->cpu_model, hw->n_cpus, hw->gpu);
+    char slug[96], n_cpus[16], mem[32], llc[32], blas_threads[16];
+    hw_slug(slug, sizeof slug, hw);
     snprintf(n_cpus, sizeof n_cpus, "%d", hw->n_cpus);
     snprintf(mem, sizeof mem, "%lld", hw->mem_bytes);
+    snprintf(llc, sizeof llc, "%lld", hw->llc_bytes);
     snprintf(blas_threads, sizeof blas_threads, "%d", hw->blas_threads);
     const MetaEntry probe[] = {
-        {"hw", slug},           {"cpu_model", hw->cpu_model}, {"n_cpus", n_cpus},
+        {"hw", slug},           {"cpu_model", hw->cpu_model}, {"cpu_uarch", hw->cpu_uarch[0] ? hw->cpu_uarch : "unknown"},
+        {"cpu_isa", hw->cpu_isa[0] ? hw->cpu_isa : "unknown"}, {"llc_bytes", llc}, {"n_cpus", n_cpus},
         {"mem_bytes", mem},     {"gpu", hw->gpu[0] ? hw->gpu : "none"},
         {"blas", hw->blas},     {"blas_core", hw->blas_core}, {"blas_choice", hw->blas_choice},
         {"blas_threads", blas_threads},

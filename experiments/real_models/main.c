@@ -247,7 +247,7 @@ static int bench_row(void *table, char **v, const char *path, int line, Error *e
 // -1 when it was not recorded here.
 static int read_llama_bench(const LabRun *r, BenchTable *t, char *path, size_t size) {
     char slug[96];
-    hw_slug(slug, sizeof slug, r->hw.cpu_model, r->hw.n_cpus, r->hw.gpu); // what bin/hwinfo --slug prints
+    hw_slug(slug, sizeof slug, &r->hw); // what bin/hwinfo --slug prints
     snprintf(path, size, "%s/llama_bench_%s.csv", fixtures_dir, slug);
     memset(t, 0, sizeof *t);
     if (access(path, R_OK) != 0) return -1;
