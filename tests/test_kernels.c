@@ -589,10 +589,11 @@ static void test_rounds_as_ggml(void **state) {
     assert_memory_equal(x, want, sizeof x);
 }
 
-// dot_f32_x16 (an attention row's scores, 16 keys at a time) equals 16 dot_f32 calls bit for
-// bit, at lengths with and without dot_f32's scalar tail and on rows of mixed magnitudes, where
-// a reduction in another order would round differently.
-static void test_dot_f32_x16_is_dot_f32(void **state) {
+// dot_f32_rows (an attention row's scores over up to 16 keys; a weight row against up to 16
+// input rows) equals dot_f32 row by row bit for bit, for every count 1..16, at lengths with and
+// without dot_f32's scalar tail and on rows of mixed magnitudes, where a reduction in another
+// order would round differently; it writes nothing past count.
+static void test_dot_f32_rows_is_dot_f32(void **state) {
     (void)state;
     uint64_t rng = rng_seed(1616);
     const int ns[] = {64, 128, 256, 100, 8};
@@ -601,11 +602,15 @@ static void test_dot_f32_x16_is_dot_f32(void **state) {
         float *a = random_buffer((size_t)n, &rng), *b = random_buffer((size_t)16 * n, &rng);
         for (int i = 0; i < 16 * n; i++) b[i] *= (float)(1 << (i % 13)); // spread the exponents
         const float *rows[16];
-        float got[16], want[16];
         for (int i = 0; i < 16; i++) rows[i] = b + (size_t)((i * 7) % 16) * n; // rows in any order
-        dot_f32_x16(got, a, rows, n);
-        for (int i = 0; i < 16; i++) want[i] = dot_f32(a, rows[i], n);
-        assert_memory_equal(got, want, sizeof got);
+        for (int count = 1; count <= 16; count++) {
+            float got[17], want[16];
+            got[count] = -1.0f;
+            dot_f32_rows(got, a, rows, count, n);
+            for (int i = 0; i < count; i++) want[i] = dot_f32(a, rows[i], n);
+            assert_memory_equal(got, want, (size_t)count * sizeof(float));
+            assert_true(got[count] == -1.0f);
+        }
         free(a), free(b);
     }
 }
@@ -621,7 +626,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_backward), cmocka_unit_test(test_rmsnorm_backward), cmocka_unit_test(test_rope_rows),
         cmocka_unit_test(test_attention_train), cmocka_unit_test(test_crossentropy), cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_sum_squares_add), cmocka_unit_test(test_train_kernels_thread_independent),
-        cmocka_unit_test(test_rounds_as_ggml), cmocka_unit_test(test_dot_f32_x16_is_dot_f32),
+        cmocka_unit_test(test_rounds_as_ggml), cmocka_unit_test(test_dot_f32_rows_is_dot_f32),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
 }

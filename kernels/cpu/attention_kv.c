@@ -133,12 +133,13 @@ static void attend_one(float *out, const float *q, const HeadRows *kv, int p, KV
         qs = q_sink;
     }
     for (int i = 0; i < vis.count;) {
-        if (kv->dtype == DTYPE_F32 && i >= vis.n_sinks && vis.count - i >= 16) { // 16 keys, one reduction
+        int batch = vis.count - i < 16 ? vis.count - i : 16;
+        if (kv->dtype == DTYPE_F32 && i >= vis.n_sinks && batch >= 4) { // up to 16 keys, one reduction
             const float *keys[16];
-            for (int k = 0; k < 16; k++) keys[k] = (const float *)kv->k + (size_t)visible_row(&rows, i + k) * ks;
-            dot_f32_x16(scores + i, q, keys, hd);
-            for (int k = 0; k < 16; k++) scores[i + k] *= s->scale;
-            i += 16;
+            for (int k = 0; k < batch; k++) keys[k] = (const float *)kv->k + (size_t)visible_row(&rows, i + k) * ks;
+            dot_f32_rows(scores + i, q, keys, batch, hd);
+            for (int k = 0; k < batch; k++) scores[i + k] *= s->scale;
+            i += batch;
         } else {
             scores[i] = key_dot(kv, i < vis.n_sinks ? qs : q, (size_t)visible_row(&rows, i), ks, hd) * s->scale;
             i++;

@@ -207,18 +207,20 @@ static inline float dot_f32(const float *restrict a, const float *restrict b, in
     return dot_f32_any(a, b, NULL, n);
 }
 
-// out[i] = dot_f32(a, b[i], n) for 16 rows b[i], bit for bit. At 512 bits with n a multiple of
-// VEC_STEP (no scalar tail) the 16 lane reductions run together: each level of vf_reduce's
-// halving tree adds the same lane pairs of every row, the rows packed two, four, eight, then
-// sixteen to a vector by shuffles, 15 vector adds in all instead of 16 four-level reductions
-// (an attention row's scores over 16 keys). Elsewhere one dot_f32 per row.
-static inline void dot_f32_x16(float *restrict out, const float *restrict a, const float *const *b, int n) {
+// out[i] = dot_f32(a, b[i], n) for count <= 16 rows b[i], bit for bit. At 512 bits with n a
+// multiple of VEC_STEP (no scalar tail) the lane reductions run together: each level of
+// vf_reduce's halving tree adds the same lane pairs of every row, the rows packed two, four,
+// eight, then sixteen to a vector by shuffles (rows past count are zeros that no row's lanes
+// meet), 15 vector adds in all instead of a four-level reduction per row (an attention row's
+// scores over 16 keys; a weight row against up to 16 input rows). Elsewhere, and below 4 rows,
+// one dot_f32 per row.
+static inline void dot_f32_rows(float *restrict out, const float *restrict a, const float *const *b, int count, int n) {
 #if VEC_BITS == 512
-    if (n % VEC_STEP == 0) {
+    if (n % VEC_STEP == 0 && count >= 4) {
         __m512 v[16];
         for (int i = 0; i < 16; i++) {
             vf s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
-            for (int j = 0; j < n; j += VEC_STEP) {
+            for (int j = 0; i < count && j < n; j += VEC_STEP) {
                 s0 = vf_madd(vf_load(a + j), vf_load(b[i] + j), s0);
                 s1 = vf_madd(vf_load(a + j + VEC_WIDTH), vf_load(b[i] + j + VEC_WIDTH), s1);
                 s2 = vf_madd(vf_load(a + j + 2 * VEC_WIDTH), vf_load(b[i] + j + 2 * VEC_WIDTH), s2);
@@ -242,11 +244,11 @@ static inline void dot_f32_x16(float *restrict out, const float *restrict a, con
         __m512 r = _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                  _mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)));
         const __m512i row_order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-        _mm512_storeu_ps(out, _mm512_permutexvar_ps(row_order, r));
+        _mm512_mask_storeu_ps(out, (__mmask16)((1u << count) - 1), _mm512_permutexvar_ps(row_order, r));
         return;
     }
 #endif
-    for (int i = 0; i < 16; i++) out[i] = dot_f32(a, b[i], n);
+    for (int i = 0; i < count; i++) out[i] = dot_f32(a, b[i], n);
 }
 
 // The dot of fp32 a with int8 codes b, in dot_f32's order.
