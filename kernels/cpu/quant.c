@@ -271,7 +271,7 @@ typedef struct {
     int R;
     // the blocks' d (and Q8_1's s) as fp32, block-major, (blocks, MATVEC_MAX_ROWS): d[k *
     // MATVEC_MAX_ROWS + r] is row r's block k (act_scales_fill). The paired kernels read a
-    // block's scales for all rows in one load; NULL where R = 1 or no paired kernel runs.
+    // block's scales for all rows in one load; NULL where R = 1 or the build has no paired kernels.
     const float *d, *s;
 } ActRows;
 
@@ -948,6 +948,7 @@ static INT_DOT_INLINE void q8_0_family_rows(const uint8_t *b, const ActRows *x, 
 static inline I8x32 q8_0_codes(const uint8_t *b) { return i8_load(b + 2); }
 static inline I8x32 q4_0_codes(const uint8_t *b) { return i8_nibble_pairs(b + 2, 8); }
 static inline I8x32 q5_0_codes(const uint8_t *b) { return i8_q5(b + 6, b + 2); }
+static inline I8x32 q4_1_codes(const uint8_t *b) { return i8_nibble_pairs(b + 4, 0); }
 static INT_DOT_INLINE void q8_0_rows(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R) {
     q8_0_family_rows(b, x, n, out, os, R, 34, q8_0_codes);
 }
@@ -965,7 +966,7 @@ static INT_DOT_INLINE void q4_1_rows(const uint8_t *b, const ActRows *x, int n, 
     for (int r = 0; r < R; r++) acc[r] = facc_zero(), summs[r] = 0.0f;
     for (int k = 0; k < n / 32; k++, b += 20) {
         prefetch_weights(b, 20);
-        I8x32 w = i8_nibble_pairs(b + 4, 0);
+        I8x32 w = q4_1_codes(b);
         for (int r = 0; r < R; r++) {
             const uint8_t *xq = act_block(x, r, k, Q8_1_BYTES);
             summs[r] += half_at(b + 2) * half_at(xq + 2);
@@ -999,6 +1000,9 @@ static inline __m512 pair_scales(__m512 all, int p) {
     return _mm512_permutexvar_ps(idx, all);
 }
 
+// the row in a pair's high half: 2p + 1, or 2p again for an odd R's last pair (its half unused)
+static inline int pair_hi(int p, int R) { return 2 * p + 1 < R ? 2 * p + 1 : 2 * p; }
+
 // out[r * os] and out[(r + 1) * os] (when r + 1 < R): facc_sum of each half's 8 lanes plus that
 // row's add[0 or 1] where the kernel has a second sum, as the single-row kernels end
 static inline void pair_store(__m512 acc, float *out, size_t os, int r, int R, const float add[2]) {
@@ -1028,8 +1032,7 @@ static INT_DOT_INLINE void pairs_rows(const uint8_t *b, const ActRows *x, int n,
         }
 #pragma GCC unroll 8 // a constant P: every pair's accumulator in a register
         for (int p = 0; p < P; p++) {
-            int hi = 2 * p + 1 < R ? 2 * p + 1 : 2 * p;
-            __m512i xv = pair_load(act_block(x, 2 * p, k, act_bytes) + code_at, act_block(x, hi, k, act_bytes) + code_at);
+            __m512i xv = pair_load(act_block(x, 2 * p, k, act_bytes) + code_at, act_block(x, pair_hi(p, R), k, act_bytes) + code_at);
             if (!with_min) xv = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);
             __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, xv);
             acc[p] = _mm512_fmadd_ps(pair_scales(d, p), _mm512_cvtepi32_ps(s), acc[p]);
@@ -1050,7 +1053,6 @@ static INT_DOT_INLINE void q4_0_pairs(const uint8_t *b, const ActRows *x, int n,
 static INT_DOT_INLINE void q5_0_pairs(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R, int P) {
     pairs_rows(b, x, n, out, os, R, P, 22, Q8_0_BYTES, 0, q5_0_codes);
 }
-static inline I8x32 q4_1_codes(const uint8_t *b) { return i8_nibble_pairs(b + 4, 0); }
 static INT_DOT_INLINE void q4_1_pairs(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R, int P) {
     pairs_rows(b, x, n, out, os, R, P, 20, Q8_1_BYTES, 1, q4_1_codes);
 }
@@ -1085,7 +1087,7 @@ static INT_DOT_INLINE void q4_k_pairs(const uint8_t *b, const ActRows *x, int n,
         __m512 dd = _mm512_mul_ps(_mm512_set1_ps(half_at(b)), da), dm = _mm512_mul_ps(_mm512_set1_ps(-half_at(b + 2)), da);
 #pragma GCC unroll 8
         for (int p = 0; p < P; p++) {
-            const uint8_t *lo = act_block(x, 2 * p, k, Q8_K_BYTES), *hi = act_block(x, 2 * p + 1 < R ? 2 * p + 1 : 2 * p, k, Q8_K_BYTES);
+            const uint8_t *lo = act_block(x, 2 * p, k, Q8_K_BYTES), *hi = act_block(x, pair_hi(p, R), k, Q8_K_BYTES);
             __m512i s = _mm512_setzero_si512();
             for (int j = 0; j < 8; j++) {
                 __m512i q = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[j], pair_load(lo + 4 + 32 * j, hi + 4 + 32 * j));
@@ -1129,7 +1131,7 @@ static INT_DOT_INLINE void q6_k_pairs(const uint8_t *b, const ActRows *x, int n,
         __m512 dd = _mm512_mul_ps(_mm512_loadu_ps(x->d + k * MATVEC_MAX_ROWS), _mm512_set1_ps(half_at(b + 208)));
 #pragma GCC unroll 8
         for (int p = 0; p < P; p++) {
-            const uint8_t *lo = act_block(x, 2 * p, k, Q8_K_BYTES), *hi = act_block(x, 2 * p + 1 < R ? 2 * p + 1 : 2 * p, k, Q8_K_BYTES);
+            const uint8_t *lo = act_block(x, 2 * p, k, Q8_K_BYTES), *hi = act_block(x, pair_hi(p, R), k, Q8_K_BYTES);
             __m512i s = _mm512_setzero_si512();
             for (int h = 0; h < 2; h++)
                 for (int c = 0; c < 4; c++) {
