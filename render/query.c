@@ -287,6 +287,49 @@ static int aggregate(Parser *q, const char *fn, Ref *r, Value *out) {
 
 static int parse_expr(Parser *q, Value *out);
 
+// at_max(REF, COLUMN) / at_min(REF, COLUMN): REF's cell in the row of REF's rows where
+// COLUMN is largest / smallest (the first such row), e.g. the batch size with the best throughput.
+static int value_at_extreme(Parser *q, const char *fn, Ref *r, Value *out) {
+    skip_space(q);
+    char column[128];
+    if (read_name(q, column, sizeof column) == 0) return fail(q, QUERY_ERROR, "%s() needs FILE:COLUMN, COLUMN", fn);
+    int col = table_column(r->table, column);
+    if (col < 0) {
+        char cols[300];
+        table_column_list(r->table, cols, sizeof cols);
+        return fail(q, QUERY_ERROR, "%s(): unknown column '%s' in %s (columns: %s)", fn, column, r->desc, cols);
+    }
+    int best = -1, want_max = strcmp(fn, "at_max") == 0;
+    double best_v = 0;
+    for (int i = 0; i < r->n_rows; i++) {
+        double v = table_value(r->table, r->rows[i], col);
+        if (isnan(v)) continue;
+        if (best < 0 || (want_max ? v > best_v : v < best_v)) best = r->rows[i], best_v = v;
+    }
+    if (best < 0) return fail(q, QUERY_NO_DATA, "no numbers in column %s of %s", column, r->desc);
+    r->rows[0] = best;
+    r->n_rows = 1;
+    return cell_value(q, r, out);
+}
+
+// within(X, LOW, HIGH): -1 when X < LOW, 1 when X > HIGH, else 0 — the index that the `pick`
+// format turns into a word, so that a finding's "falls short of" / "matches" / "exceeds"
+// follows the data.
+static int parse_within(Parser *q, Value *out) {
+    Value v[3];
+    for (int i = 0; i < 3; i++) {
+        int status = parse_expr(q, &v[i]);
+        if (status == QUERY_OK) status = expect(q, i < 2 ? ',' : ')');
+        if (status != QUERY_OK) return status;
+        if (v[i].is_text) return fail(q, QUERY_ERROR, "within() needs numbers, but '%s' is text", v[i].text);
+    }
+    if (v[1].number > v[2].number) return fail(q, QUERY_ERROR, "within(X, LOW, HIGH) with LOW > HIGH");
+    if (isnan(v[0].number)) return fail(q, QUERY_NO_DATA, "%s", "within(): X is not a number");
+    memset(out, 0, sizeof *out);
+    out->number = v[0].number < v[1].number ? -1 : v[0].number > v[2].number ? 1 : 0;
+    return QUERY_OK;
+}
+
 static int parse_meta(Parser *q, Value *out) {
     skip_space(q);
     const char *close = strchr(q->p, ')');
@@ -308,7 +351,7 @@ static int parse_meta(Parser *q, Value *out) {
 static int parse_name_factor(Parser *q, Value *out) {
     char name[256];
     read_name(q, name, sizeof name);
-    static const char *aggs[] = {"min", "max", "mean", "median", "sum", "count"};
+    static const char *aggs[] = {"min", "max", "mean", "median", "sum", "count", "at_max", "at_min"};
     Ref r = {0};
     int status;
     if (*q->p == ':') {
@@ -321,16 +364,22 @@ static int parse_name_factor(Parser *q, Value *out) {
     if (*q->p != '(') return fail(q, QUERY_ERROR, "expected FILE:COLUMN or a function call, got '%s'", name);
     q->p++;
     if (strcmp(name, "meta") == 0) return parse_meta(q, out);
+    if (strcmp(name, "within") == 0) return parse_within(q, out);
     int known = 0;
     for (size_t i = 0; i < sizeof aggs / sizeof aggs[0]; i++) known |= strcmp(name, aggs[i]) == 0;
-    if (!known) return fail(q, QUERY_ERROR, "unknown function '%s' (min, max, mean, median, sum, count, meta)", name);
+    if (!known)
+        return fail(q, QUERY_ERROR,
+                    "unknown function '%s' (min, max, mean, median, sum, count, at_max, at_min, within, meta)", name);
     skip_space(q);
     char file[256];
     read_name(q, file, sizeof file);
     if (*q->p != ':') return fail(q, QUERY_ERROR, "%s() needs FILE:COLUMN", name);
     status = parse_ref(q, file, &r);
+    int extreme = strncmp(name, "at_", 3) == 0;
+    if (status == QUERY_OK && extreme) status = expect(q, ',');
+    if (status == QUERY_OK && extreme) status = value_at_extreme(q, name, &r, out);
     if (status == QUERY_OK) status = expect(q, ')');
-    if (status == QUERY_OK) status = aggregate(q, name, &r, out);
+    if (status == QUERY_OK && !extreme) status = aggregate(q, name, &r, out);
     free(r.rows);
     return status;
 }
@@ -421,6 +470,24 @@ static void append_unit(char *buf, size_t size, FormatKind kind, const char *uni
     snprintf(buf + used, size - used, "%s%s", tight ? "" : " ", unit);
 }
 
+// "| pick BELOW / WITHIN / ABOVE": the word for a within() result (-1, 0, 1).
+static int pick_word(const char *placeholder, const Value *v, const char *words, char *buf, size_t size, Error *err) {
+    const char *w[4] = {words};
+    int n = 1;
+    for (const char *s = words; *s && n < 4; s++)
+        if (*s == '/') w[n++] = s + 1;
+    int index = v->is_text ? -1 : v->number == -1 ? 0 : v->number == 0 ? 1 : v->number == 1 ? 2 : -1;
+    if (n != 3) return error_set(err, "in {%s}: pick needs three words: BELOW / WITHIN / ABOVE", placeholder);
+    if (index < 0)
+        return error_set(err, "in {%s}: pick needs a within() result (-1, 0 or 1), got '%s'", placeholder,
+                         v->is_text ? v->text : "a number");
+    size_t len = index < 2 ? (size_t)(w[index + 1] - 1 - w[index]) : strlen(w[index]);
+    char *word = dup_trimmed(w[index], len);
+    snprintf(buf, size, "%s", word);
+    free(word);
+    return QUERY_OK;
+}
+
 int query_format(const char *placeholder, RunData *run, char *buf, size_t size, Error *err) {
     const char *bar = format_bar(placeholder);
     size_t len = bar ? (size_t)(bar - placeholder) : strlen(placeholder);
@@ -431,15 +498,16 @@ int query_format(const char *placeholder, RunData *run, char *buf, size_t size, 
     size_t spec_len = strcspn(spec, " ");
     char *format = dup_trimmed(spec, spec_len), *unit = dup_trimmed(spec + spec_len, strlen(spec + spec_len));
     NumberFormat fmt = {FMT_SIG, 3};
-    int status = QUERY_OK;
-    if (numfmt_parse(format, &fmt)) {
-        error_set(err, "in {%s}: unknown number format '%s' (3, .2f, int, si, bytes, percent)", placeholder, format);
+    int status = QUERY_OK, pick = strcmp(format, "pick") == 0;
+    if (!pick && numfmt_parse(format, &fmt)) {
+        error_set(err, "in {%s}: unknown number format '%s' (3, .2f, int, si, bytes, percent, pick)", placeholder, format);
         status = QUERY_ERROR;
     }
     Value v;
     if (status == QUERY_OK) status = query_eval(expr, run, &v, err);
-    if (status == QUERY_OK && v.is_text) snprintf(buf, size, "%s", v.text);
-    if (status == QUERY_OK && !v.is_text) {
+    if (status == QUERY_OK && pick) status = pick_word(placeholder, &v, unit, buf, size, err);
+    else if (status == QUERY_OK && v.is_text) snprintf(buf, size, "%s", v.text);
+    else if (status == QUERY_OK) {
         numfmt_format(v.number, fmt, buf, size);
         append_unit(buf, size, fmt.kind, unit);
     }

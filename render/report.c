@@ -98,26 +98,27 @@ static char *meta_display_value(const char *key, const char *value) {
     return dup_string(value ? value : "—");
 }
 
-// Every meta key of the runs: the well-known ones first, in a fixed order, then the others.
-static char **meta_keys(const Report *r, int *n) {
-    char **keys = NULL;
-    *n = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < r->n_runs; i++) {
-            const Table *m = &r->runs[i].meta;
-            for (int row = 0; pass == 1 && row < m->n_rows; row++) {
-                const char *key = table_cell(m, row, 0);
-                if (meta_display_name(key) == key) category_index(&keys, n, key);
-            }
-            for (int k = 0; pass == 0 && k < N_META_NAMES; k++)
-                if (rundata_meta(&r->runs[i], meta_names[k].key)) category_index(&keys, n, meta_names[k].key);
-        }
+// The machine's meta keys that some run has, in meta_names' order. The experiments' own keys
+// (models, hashes, seeds) are not the title page's: the template's appendix lists meta.csv
+// whole. *n_other counts those keys, over all runs.
+static char **meta_keys(const Report *r, int *n, int *n_other) {
+    char **keys = NULL, **other = NULL;
+    *n = *n_other = 0;
+    for (int i = 0; i < r->n_runs; i++) {
+        const Table *m = &r->runs[i].meta;
+        for (int k = 0; k < N_META_NAMES; k++)
+            if (rundata_meta(&r->runs[i], meta_names[k].key)) category_index(&keys, n, meta_names[k].key);
+        for (int row = 0; row < m->n_rows; row++)
+            if (meta_display_name(table_cell(m, row, 0)) == table_cell(m, row, 0))
+                category_index(&other, n_other, table_cell(m, row, 0));
+    }
+    free_list(other, *n_other);
     return keys;
 }
 
 static void title_page(Report *r, const char *title, const char *subtitle) {
-    int n_keys;
-    char **keys = meta_keys(r, &n_keys);
+    int n_keys, n_other;
+    char **keys = meta_keys(r, &n_keys, &n_other);
     PdfTable facts = {.n_cols = 1 + r->n_runs, .n_rows = n_keys};
     facts.headers = callocCheck((size_t)facts.n_cols, sizeof *facts.headers);
     facts.align = callocCheck((size_t)facts.n_cols, sizeof *facts.align);
@@ -155,6 +156,9 @@ static void title_page(Report *r, const char *title, const char *subtitle) {
                      r->missing[i]);
         if (r->n_missing) snprintf(footnote + strlen(footnote), sizeof footnote - strlen(footnote), ".");
     }
+    if (n_other)
+        snprintf(footnote + strlen(footnote), sizeof footnote - strlen(footnote),
+                 " The experiments' %d other meta.csv keys (models, hashes, settings) are not on this page.", n_other);
     utf8_sanitize(footnote); // it names directories, whose names may be any bytes
     pdf_title_page(r->pdf, title, subtitle, &facts, footnote);
     for (int i = 0; i < facts.n_cols; i++) free(facts.headers[i]);

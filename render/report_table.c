@@ -414,10 +414,45 @@ static int plain_tables(Report *r, const Block *b, const char *label, const char
     return 0;
 }
 
+// A table of row: lines: each cell's placeholders filled from the active runs ("A → B" in
+// a comparison), as in a paragraph; columns whose every cell is a number align right.
+static int template_rows_table(Report *r, const Block *b, const char *label, const char *caption, Error *err) {
+    int n_headers, n_rows = 0, status = 0;
+    char **headers = split_list(block_option(b, "headers"), &n_headers);
+    for (int i = 0; i < b->n_options; i++) n_rows += strcmp(b->options[i].key, "row") == 0;
+    PdfTable pt = new_pdf_table(n_headers, n_rows);
+    for (int c = 0; c < n_headers; c++) pt.headers[c] = dup_string(headers[c]), pt.align[c] = ALIGN_RIGHT;
+    for (int i = 0, row = 0; i < b->n_options && status == 0; i++) {
+        if (strcmp(b->options[i].key, "row") != 0) continue;
+        char where[PATH_MAX + 16];
+        snprintf(where, sizeof where, "%s:%d", b->file, b->options[i].line);
+        int n;
+        char **cells = table_row_cells(b->options[i].value, &n); // n == n_headers: checked at parse
+        for (int c = 0; c < n && status == 0; c++) {
+            char *text = expand_text(cells[c], where, r->active, r->n_active, r->o->strict, err);
+            double v;
+            if (!text) status = -1;
+            if (text && !parse_number(text, &v)) pt.align[c] = ALIGN_LEFT;
+            pt.cells[(size_t)row * n_headers + c] = text;
+        }
+        free_list(cells, n);
+        row++;
+    }
+    if (status == 0) status = draw_table(r, b, &pt, label, caption, err);
+    free_pdf_table(&pt);
+    free_list(headers, n_headers);
+    return status;
+}
+
 int render_table(Report *r, const Block *b, Error *err) {
     char *caption, label[48];
     if (option_text(r, b, "caption", &caption, err)) return -1;
     snprintf(label, sizeof label, "Table %d", ++r->table_no);
+    if (block_option(b, "row")) {
+        int status = template_rows_table(r, b, label, caption, err);
+        free(caption);
+        return status;
+    }
     int status = r->n_active > 1 ? ratio_table(r, b, label, caption, err) : 1;
     if (status == 1) status = plain_tables(r, b, label, caption, err);
     free(caption);

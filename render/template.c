@@ -22,7 +22,7 @@ static const struct {
     const char *key;
     int kinds, required, repeatable;
 } option_keys[] = {
-    {"kind", K_FIGURE, 0, 0},          {"csv", K_FIGURE | K_TABLE, K_FIGURE | K_TABLE, 0},
+    {"kind", K_FIGURE, 0, 0},          {"csv", K_FIGURE | K_TABLE, K_FIGURE, 0},
     {"where", K_FIGURE | K_TABLE, 0, 0}, {"x", K_FIGURE, K_FIGURE, 0},
     {"y", K_FIGURE, K_FIGURE, 0},       {"series", K_LINE | K_BAR | K_ROOFLINE, 0, 0},
     {"labels", K_LINE | K_BAR, 0, 0},   {"xscale", K_LINE | K_ROOFLINE, 0, 0},
@@ -39,9 +39,13 @@ static const struct {
     {"zscale", K_HEATMAP, 0, 0},
     {"label", K_ROOFLINE, 0, 0},        {"peak", K_LINE | K_ROOFLINE, K_ROOFLINE, 1},
     {"bandwidth", K_ROOFLINE, K_ROOFLINE, 1},
-    {"columns", K_TABLE, K_TABLE, 0},   {"headers", K_TABLE, 0, 0},
+    {"columns", K_TABLE, 0, 0},         {"headers", K_TABLE, 0, 0},
     {"formats", K_TABLE, 0, 0},         {"keys", K_TABLE, 0, 0},
+    {"row", K_TABLE, 0, 1},
 };
+// A table shows rows of a CSV (csv, columns and the options about them) or rows written in
+// the template (row: lines, one cell per header); these belong to the first kind only.
+static const char *csv_table_keys[] = {"csv", "columns", "where", "formats", "keys"};
 #define N_OPTION_KEYS (int)(sizeof option_keys / sizeof option_keys[0])
 
 static const struct { const char *name; int bit; } figure_kinds[] = {
@@ -95,6 +99,22 @@ const Option *block_find_option(const Block *b, const char *key) {
 const char *block_option(const Block *b, const char *key) {
     const Option *o = block_find_option(b, key);
     return o ? o->value : NULL;
+}
+
+char **table_row_cells(const char *row, int *n) {
+    char **cells = NULL;
+    *n = 0;
+    for (const char *s = row;;) {
+        const char *end = s;
+        for (int depth = 0; *end && (*end != '|' || depth > 0); end++)
+            depth += (*end == '{') - (*end == '}');
+        cells = reallocCheck(cells, (size_t)(*n + 1) * sizeof *cells);
+        char *cell = dup_range(s, (size_t)(end - s));
+        cells[(*n)++] = dup_trimmed(cell);
+        free(cell);
+        if (!*end) return cells;
+        s = end + 1;
+    }
 }
 
 const char *figure_kind(const Block *b) {
@@ -170,6 +190,38 @@ static int block_kind_bit(const Parser *p, const Block *b, Error *err) {
     return fail(&at, err, "unknown figure kind '%s' (line, bar, heatmap or roofline)", kind);
 }
 
+// A table of a CSV needs csv and columns; a table of row: lines needs headers, as many as
+// each row has cells, and none of the CSV's options.
+static int check_table(Parser *p, const Block *b, Error *err) {
+    int n_csv_keys = (int)(sizeof csv_table_keys / sizeof csv_table_keys[0]), n_headers = 0;
+    if (!block_option(b, "row")) {
+        for (int i = 0; i < 2; i++)
+            if (!block_option(b, csv_table_keys[i]))
+                return fail(p, err, "@table at line %d needs the option '%s' (or row: lines)", b->line, csv_table_keys[i]);
+        return 0;
+    }
+    for (int i = 0; i < n_csv_keys; i++)
+        if (block_option(b, csv_table_keys[i]))
+            return fail(p, err, "@table at line %d has row: lines, so it takes no '%s'", b->line, csv_table_keys[i]);
+    const char *headers = block_option(b, "headers");
+    if (!headers) return fail(p, err, "@table at line %d has row: lines, so it needs 'headers'", b->line);
+    for (const char *s = headers; *s; s++) n_headers += *s == ',';
+    n_headers++;
+    for (int i = 0; i < b->n_options; i++) {
+        if (strcmp(b->options[i].key, "row") != 0) continue;
+        int n;
+        char **cells = table_row_cells(b->options[i].value, &n);
+        for (int c = 0; c < n; c++) free(cells[c]);
+        free(cells);
+        if (n != n_headers) {
+            Parser at = *p;
+            at.line = b->options[i].line;
+            return fail(&at, err, "the row has %d cells for %d headers (cells are separated by '|')", n, n_headers);
+        }
+    }
+    return 0;
+}
+
 // At @end: every option must suit the block's kind, and the required ones must be there.
 static int check_block(Parser *p, const Block *b, Error *err) {
     int bit = block_kind_bit(p, b, err);
@@ -191,7 +243,7 @@ static int check_block(Parser *p, const Block *b, Error *err) {
         if ((option_keys[k].required & bit) && !block_option(b, option_keys[k].key))
             return fail(p, err, "%s at line %d needs the option '%s'", b->kind == BLOCK_TABLE ? "@table" : "@figure",
                         b->line, option_keys[k].key);
-    return 0;
+    return b->kind == BLOCK_TABLE ? check_table(p, b, err) : 0;
 }
 
 // "key: value" inside @figure / @table; an indented line continues the previous value.

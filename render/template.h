@@ -56,5 +56,8 @@ void template_free(Template *t);
 const char *block_option(const Block *b, const char *key);
 // Likewise, with its Option (for the line number).
 const Option *block_find_option(const Block *b, const char *key);
+// The cells of a table's `row:` line: split at '|' outside {placeholders}, trimmed
+// (malloc'd, as *n strings).
+char **table_row_cells(const char *row, int *n);
 // "kind: line" by default.
 const char *figure_kind(const Block *b);

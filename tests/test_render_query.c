@@ -142,6 +142,42 @@ static void test_formats(void **state) {
     assert_non_null(strstr(err.msg, "unknown number format"));
 }
 
+// Comparative words follow the data: the kinds of mistake the report once printed — "falls
+// short of the FLOP ratio" beside a point above it, and "the best batch" quoting the
+// largest batch's latency — cannot be written with within() / pick and at_max().
+static void test_words_from_data(void **state) {
+    (void)state;
+    assert_true(eval_number("within(0.5, 1, 2)") == -1);
+    assert_true(eval_number("within(1, 1, 2)") == 0);
+    assert_true(eval_number("within(2.5, 1, 2)") == 1);
+    const char *word = "within(kv.csv:total_ms[prompt_len=%d,mode=nocache] / kv.csv:total_ms[prompt_len=%d,mode=cache], "
+                       "%g, %g) | pick falls short of / matches / exceeds";
+    char ph[400];
+    snprintf(ph, sizeof ph, word, 256, 256, 0.95 * 20, 1.05 * 20); // 10.6× against a ratio of 20
+    expect_format(ph, "falls short of");
+    snprintf(ph, sizeof ph, word, 1024, 1024, 0.95 * 20, 1.05 * 20); // 45× against 20
+    expect_format(ph, "exceeds");
+    snprintf(ph, sizeof ph, word, 1024, 1024, 0.95 * 45, 1.05 * 45);
+    expect_format(ph, "matches");
+    // the value at the row where another column is largest / smallest: the best row's cells
+    assert_true(eval_number("at_max(kv.csv:prompt_len, total_ms)") == 1024);
+    assert_true(eval_number("at_min(kv.csv:total_ms[mode=nocache], prompt_len)") == 132.5);
+    assert_true(eval_number("at_max(temp.csv:temperature[temperature<2], entropy)") == 1);
+    expect_format("at_max(kv.csv:note, total_ms)", "slow, very");
+    expect_failure("at_max(kv.csv:total_ms, speed)", QUERY_ERROR, "unknown column 'speed'");
+    expect_failure("at_max(kv.csv:total_ms)", QUERY_ERROR, "expected ','");
+    expect_failure("at_max(kv.csv:total_ms[prompt_len=7], total_ms)", QUERY_NO_DATA, "no numbers");
+    expect_failure("within(1, 2)", QUERY_ERROR, "expected ','");
+    expect_failure("within(1, 3, 2)", QUERY_ERROR, "LOW > HIGH");
+    expect_failure("within(meta(hw), 1, 2)", QUERY_ERROR, "needs numbers");
+    char buf[64];
+    Error err;
+    assert_int_equal(query_format("2 | pick low / mid / high", &run_a, buf, sizeof buf, &err), QUERY_ERROR);
+    assert_non_null(strstr(err.msg, "needs a within() result"));
+    assert_int_equal(query_format("within(1, 0, 2) | pick low / high", &run_a, buf, sizeof buf, &err), QUERY_ERROR);
+    assert_non_null(strstr(err.msg, "three words"));
+}
+
 // --- errors ---------------------------------------------------------------------------------
 
 static void test_errors(void **state) {
@@ -259,7 +295,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cells_and_ratios), cmocka_unit_test(test_aggregates),
         cmocka_unit_test(test_arithmetic_and_meta), cmocka_unit_test(test_formats),
-        cmocka_unit_test(test_errors),           cmocka_unit_test(test_expand_single),
+        cmocka_unit_test(test_words_from_data),  cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_expand_single),
         cmocka_unit_test(test_expand_compare),   cmocka_unit_test(test_filters),
         cmocka_unit_test(test_missing_reasons),  cmocka_unit_test(test_bad_run_dirs),
     };

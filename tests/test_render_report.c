@@ -502,6 +502,45 @@ static void test_template_mistakes(void **state) {
     expect_render_error("@section A\n@figure\ncsv: kv_cache.csv\n", "bad.tmpl:2: block has no @end", 0);
 }
 
+// A table of row: lines (the "Read this first" page's kind): each cell's placeholders come
+// from the run, a word chosen by pick follows the data, and numeric cells align right.
+static void test_table_of_template_rows(void **state) {
+    (void)state;
+    require_poppler();
+    char tmpl[700], out[700];
+    snprintf(tmpl, sizeof tmpl, "%s/rows.tmpl", scratch);
+    snprintf(out, sizeof out, "%s/rows.pdf", scratch);
+    write_text(tmpl, "@section Claims\n"
+                     "@table\n"
+                     "headers: claim, course, this run, verdict\n"
+                     "row: cache speed-up at 32 + 128 | 5–10× | {kv_cache.csv:total_ms[prompt_len=32,mode=nocache] / "
+                     "kv_cache.csv:total_ms[prompt_len=32,mode=cache] | 3 ×} | {within(kv_cache.csv:total_ms[prompt_len=32,"
+                     "mode=nocache] / kv_cache.csv:total_ms[prompt_len=32,mode=cache], 5, 10) | pick lower / agrees / higher}\n"
+                     "row: slowest total | any | {max(kv_cache.csv:total_ms) | int ms} | {within(max(kv_cache.csv:total_ms), "
+                     "0, 1e9) | pick lower / agrees / higher}\n"
+                     "caption: Claims against the run.\n"
+                     "@end\n");
+    ReportOptions o = report_defaults();
+    o.template_path = tmpl;
+    o.out_path = out;
+    o.figures_dir = scratch;
+    o.strict = 1;
+    Error err;
+    if (report_render(&o, run_a, &err)) fail_msg("%s", err.msg);
+    double cache = fixture_value(run_a, "kv_cache.csv", "total_ms", "prompt_len", "32", "gen_len", "128", "mode", "cache");
+    double none = fixture_value(run_a, "kv_cache.csv", "total_ms", "prompt_len", "32", "gen_len", "128", "mode", "nocache");
+    char want[64];
+    snprintf(want, sizeof want, "%.3g×", none / cache);
+    char *text = pdf_text(out);
+    expect_text(text, "Table 1: Claims against the run.");
+    expect_text(text, "cache speed-up at 32 + 128");
+    expect_text(text, want);
+    expect_text(text, none / cache < 5 ? "lower" : none / cache > 10 ? "higher" : "agrees");
+    expect_text(text, "agrees"); // the second row
+    free(text);
+    expect_render_error("@table\nheaders: a\nrow: {kv_cache.csv:speed}\n@end\n", "bad.tmpl:3: in {kv_cache.csv:speed}", 0);
+}
+
 static void test_malformed_run_csv(void **state) {
     (void)state;
     char run[700], path[800], tmpl[700], out[700];
@@ -600,7 +639,8 @@ static void test_command_line(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_single_report),     cmocka_unit_test(test_compare_report),
-        cmocka_unit_test(test_compare_default_path), cmocka_unit_test(test_compare_many), cmocka_unit_test(test_template_mistakes),
+        cmocka_unit_test(test_compare_default_path), cmocka_unit_test(test_compare_many),
+        cmocka_unit_test(test_table_of_template_rows), cmocka_unit_test(test_template_mistakes),
         cmocka_unit_test(test_malformed_run_csv), cmocka_unit_test(test_requires_rows_of_a_backend),
         cmocka_unit_test(test_command_line),      cmocka_unit_test(test_table_words_stay_whole),
     };

@@ -132,7 +132,12 @@ static void test_block_errors(void **state) {
     expect_error("@figure\nkind: heatmap\ncsv: a.csv\nx: a\ny: b\n@end\n", 6, "needs the option 'z'");
     expect_error("@figure\nkind: roofline\ncsv: a.csv\nx: a\ny: b\nbandwidth: 1\n@end\n", 7, "needs the option 'peak'");
     expect_error("@figure\ncsv: a.csv\nx: a\ny: b\npeak: 1\nbandwidth: 1\n@end\n", 6, "option 'bandwidth' is not known for line");
-    expect_error("@table\ncsv: a.csv\n@end\n", 3, "@table at line 1 needs the option 'columns'");
+    expect_error("@table\ncsv: a.csv\n@end\n", 3, "@table at line 1 needs the option 'columns' (or row: lines)");
+    expect_error("@table\nheaders: a, b\nrow: 1 | 2\nrow: 3\n@end\n", 4, "the row has 1 cells for 2 headers");
+    expect_error("@table\nheaders: a, b\nrow: {x.csv:y | pick lo / mid / hi} | 2 | 3\n@end\n", 3,
+                 "the row has 3 cells for 2 headers"); // a '|' inside braces does not split
+    expect_error("@table\ncsv: a.csv\nheaders: a\nrow: 1\n@end\n", 5, "has row: lines, so it takes no 'csv'");
+    expect_error("@table\nrow: 1\n@end\n", 3, "has row: lines, so it needs 'headers'");
     expect_error("@figure\ncsv: a.csv\ncsv: b.csv\nx: a\ny: b\n@end\n", 3, "option 'csv' is given twice");
     expect_error("@figure\ncsv a.csv\n@end\n", 2, "expected 'key: value'");
     expect_error("\n@figure\ncsv: a.csv\nx: a\ny: b\n", 2, "block has no @end");
