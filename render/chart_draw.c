@@ -432,6 +432,13 @@ static void draw_line_series(Plot *p, const Series *s) {
             else cairo_move_to(cr, x, y);
             pen_down = 1;
         }
+        if (s->marker < 0 && s->style != STYLE_SOLID) {
+            // a reference curve: white under its dashes, so that where it coincides with
+            // the data it draws over, its pattern still shows
+            cairo_set_source_rgb(cr, 1, 1, 1);
+            set_line(cr, STYLE_SOLID, 1.6);
+            cairo_stroke_preserve(cr);
+        }
         set_colour(cr, s->colour, 0);
         set_line(cr, s->style, s->style == STYLE_SOLID ? 1.5 : 1.3);
         cairo_stroke(cr);

@@ -35,6 +35,38 @@ int option_text(Report *r, const Block *b, const char *key, char **out, Error *e
     return *out ? 0 : -1;
 }
 
+// display_names.csv's name for `key`, or NULL.
+static const char *listed_name(const Report *r, const char *key) {
+    const Table *t = r->display_names;
+    for (int row = 0; t && row < t->n_rows; row++)
+        if (strcmp(table_cell(t, row, 0), key) == 0) return table_cell(t, row, 1);
+    return NULL;
+}
+
+const char *display_name(const Report *r, const char *column, char *buf, size_t size) {
+    const char *listed = listed_name(r, column);
+    snprintf(buf, size, "%s", listed ? listed : column);
+    if (listed) return buf;
+    for (char *c = buf; *c; c++)
+        if (*c == '_') *c = ' ';
+    return buf;
+}
+
+void append_series_value(const Report *r, const char *column, const char *value, char *buf, size_t size) {
+    static const char *const switches[] = {"on", "off", "yes", "no", "true", "false"};
+    char name[200], key[300];
+    double v;
+    int is_switch = 0;
+    for (size_t i = 0; i < sizeof switches / sizeof switches[0]; i++) is_switch |= strcmp(value, switches[i]) == 0;
+    size_t used = strlen(buf);
+    snprintf(key, sizeof key, "%s=%s", column, value); // a name for the value itself ("point=decode_mlp")
+    const char *listed = listed_name(r, key);
+    if (listed) snprintf(buf + used, size - used, "%s", listed);
+    else if (parse_number(value, &v)) snprintf(buf + used, size - used, "%s = %s", display_name(r, column, name, sizeof name), value);
+    else if (is_switch) snprintf(buf + used, size - used, "%s %s", display_name(r, column, name, sizeof name), value);
+    else snprintf(buf + used, size - used, "%s", value);
+}
+
 char **split_list(const char *s, int *n) {
     char **items = NULL;
     *n = 0;
@@ -348,6 +380,8 @@ static int render(const ReportOptions *o, const char **dirs, int n_dirs, int com
     if (check_parent_dir(out_path, err) || template_load(&t, o->template_path, err)) return -1;
     r.t = &t;
     int status = open_runs(&r, dirs, n_dirs, t.dir, err);
+    Error no_names;
+    if (status == 0) r.display_names = rundata_table(&r.runs[0], "display_names.csv", &no_names); // NULL: none
     if (status == 0 && !compare) {
         if (o->figures_dir) snprintf(r.figures_dir, sizeof r.figures_dir, "%s", o->figures_dir);
         else snprintf(r.figures_dir, sizeof r.figures_dir, "%s/figures", dirs[0]);

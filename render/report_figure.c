@@ -92,20 +92,22 @@ static int number_cell(const Block *b, const char *key, const Source *s, int row
 
 // --- series ---------------------------------------------------------------------------------
 
-// The series a row belongs to: its series-column values, and the y column's label when
-// there are several y columns.
-static void series_label(const Block *b, const Source *s, int row, int yi, char *buf, size_t size) {
+// The series a row belongs to: its series-column values, each with its variable where the
+// value alone would not say what it is ("T = 0.7", "prefix sharing off"), and the y column's
+// label when there are several y columns.
+static void series_label(const Report *r, const Block *b, const Source *s, int row, int yi, char *buf, size_t size) {
     buf[0] = '\0';
     for (int i = 0; i < s->n_series; i++) {
         size_t used = strlen(buf);
-        snprintf(buf + used, size - used, "%s%s", i ? " " : "", table_cell(s->t, row, s->series[i]));
+        snprintf(buf + used, size - used, "%s", i ? ", " : "");
+        append_series_value(r, s->t->names[s->series[i]], table_cell(s->t, row, s->series[i]), buf, size);
     }
     if (s->n_y < 2) return;
     int n_labels;
-    char **labels = split_list(block_option(b, "labels"), &n_labels);
-    const char *name = yi < n_labels ? labels[yi] : s->t->names[s->y[yi]];
+    char **labels = split_list(block_option(b, "labels"), &n_labels), name[200];
+    const char *label = yi < n_labels ? labels[yi] : display_name(r, s->t->names[s->y[yi]], name, sizeof name);
     size_t used = strlen(buf);
-    snprintf(buf + used, size - used, "%s%s", used ? " · " : "", name);
+    snprintf(buf + used, size - used, "%s%s", used ? " · " : "", label);
     free_list(labels, n_labels);
 }
 
@@ -163,8 +165,8 @@ static int colour_of(const SeriesIndex *measured, const char *label) {
 }
 
 // Add the rows of every source as points: measured y columns, or (reference) the ref columns.
-static int add_rows(Chart *c, const Block *b, Source *src, int n_src, SeriesIndex *ix, const SeriesIndex *measured,
-                    int *n_points, Error *err) {
+static int add_rows(const Report *r, Chart *c, const Block *b, Source *src, int n_src, SeriesIndex *ix,
+                    const SeriesIndex *measured, int *n_points, Error *err) {
     int reference = measured != NULL;
     for (int si = 0; si < n_src; si++) {
         const Source *s = &src[si];
@@ -178,7 +180,7 @@ static int add_rows(Chart *c, const Block *b, Source *src, int n_src, SeriesInde
             for (int yi = 0; yi < (reference ? s->n_ref : s->n_y); yi++) {
                 if (number_cell(b, reference ? "ref" : "y", s, row, reference ? s->ref[yi] : s->y[yi], &y, err)) return -1;
                 char label[400];
-                series_label(b, s, row, yi, label, sizeof label);
+                series_label(r, b, s, row, yi, label, sizeof label);
                 Series *series = series_for(c, ix, label, si, src, n_src, reference);
                 if (reference) series->colour = colour_of(measured, label);
                 // in a comparison only A's points are labelled: B's sit beside them
@@ -477,6 +479,34 @@ static int heatmap_figures(Report *r, const Block *b, Source *src, int n_src, co
     return 0;
 }
 
+#define MAX_PANEL_SERIES 6 // more lines or bar colours than this cannot be told apart in one panel
+
+// A figure the reader cannot decode: a warning, or under --strict an error naming its line.
+static int figure_problem(const Report *r, const Block *b, const char *key, const char *id, const char *what,
+                          Error *err) {
+    char where[PATH_MAX + 16];
+    block_where(b, key, where, sizeof where);
+    if (r->o->strict) return error_set(err, "%s: figure %s %s", where, id, what);
+    fprintf(stderr, "warning: %s: figure %s %s\n", where, id, what);
+    return 0;
+}
+
+// Every drawn series must be in the legend, and a panel holds at most MAX_PANEL_SERIES
+// (a roofline whose points carry their own labels is read by the labels, not the colours).
+static int check_legend(const Report *r, const Block *b, const Chart *c, const SeriesIndex *measured, const char *id,
+                        Error *err) {
+    int n = 0;
+    char what[200];
+    for (int i = 0; i < measured->n; i++) n += measured->labels[i][0] != '\0';
+    snprintf(what, sizeof what, "draws %d series, more than the %d one panel keeps apart: split it into panels "
+             "with where: (small multiples) or draw fewer", n, MAX_PANEL_SERIES);
+    int self_labelled = c->kind == CHART_ROOFLINE && block_option(b, "label");
+    if (n > MAX_PANEL_SERIES && !self_labelled && figure_problem(r, b, "series", id, what, err)) return -1;
+    snprintf(what, sizeof what, "draws %d series with legend: none, so the reader cannot tell them apart", n);
+    if (!c->legend && n > 1 && figure_problem(r, b, "legend", id, what, err)) return -1;
+    return 0;
+}
+
 // Line, bar and roofline charts: every run's rows in one chart.
 static int xy_figure(Report *r, const Block *b, Source *src, int n_src, const char *id, const char *label,
                      const char *caption, int *n_points, Error *err) {
@@ -484,9 +514,10 @@ static int xy_figure(Report *r, const Block *b, Source *src, int n_src, const ch
     double height;
     SeriesIndex measured = {0}, refs = {0};
     int n_refs = 0, status = chart_options(r, b, &c, &height, err);
-    if (status == 0) status = add_rows(&c, b, src, n_src, &measured, NULL, n_points, err);
-    if (status == 0) status = add_rows(&c, b, src, n_src, &refs, &measured, &n_refs, err);
+    if (status == 0) status = add_rows(r, &c, b, src, n_src, &measured, NULL, n_points, err);
+    if (status == 0) status = add_rows(r, &c, b, src, n_src, &refs, &measured, &n_refs, err);
     for (int i = 0; status == 0 && c.kind == CHART_LINE && i < c.n_series; i++) sort_by_x(&c.series[i]);
+    if (status == 0) status = check_legend(r, b, &c, &measured, id, err);
     if (status == 0) status = add_style_keys(r, b, &c, src, n_src, n_refs > 0, err);
     if (status == 0 && c.kind != CHART_BAR) status = add_ceilings(r, b, &c, err); // line: peaks only
     if (status == 0) queue_figure(r, &c, height, id, label, caption);

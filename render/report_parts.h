@@ -37,6 +37,7 @@ typedef struct {
     int n_figure_ids;
     FigureJob *jobs;
     int n_jobs;
+    const Table *display_names; // display_names.csv (column, name) from the template's directory, or NULL
 } Report;
 
 // Machine k of a comparison (k < MAX_RUNS): its letter, and the style of its lines (A solid,
@@ -56,6 +57,13 @@ static inline int machine_of(const Report *r, const RunData *run) { return (int)
 void block_where(const Block *b, const char *key, char *buf, size_t size);
 // An option's text with its placeholders filled (NULL when the option is absent).
 int option_text(Report *r, const Block *b, const char *key, char **out, Error *err);
+// The reader's name for a CSV column (display_names.csv: "temperature" -> "T"); a column
+// it does not list keeps its name with '_' as spaces. Written into buf.
+const char *display_name(const Report *r, const char *column, char *buf, size_t size);
+// A series' label for one value of its column: the name display_names.csv gives the value
+// ("point=decode_mlp" -> "decode MLP"), else "T = 0.7" for a number, "prefix sharing off"
+// for on/off and yes/no, the value alone for other text. Appended to buf.
+void append_series_value(const Report *r, const char *column, const char *value, char *buf, size_t size);
 // Split "a, b, c" into trimmed items (malloc'd array of malloc'd strings).
 char **split_list(const char *s, int *n);
 void free_list(char **items, int n);

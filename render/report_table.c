@@ -40,7 +40,7 @@ static void free_columns(Columns *c) {
 }
 
 // The `columns`, `headers` and `formats` options against table t.
-static int table_columns(const Block *b, const Table *t, Columns *c, Error *err) {
+static int table_columns(const Report *r, const Block *b, const Table *t, Columns *c, Error *err) {
     memset(c, 0, sizeof *c);
     int n_names, n_headers, n_formats, status = 0;
     char **names = split_list(block_option(b, "columns"), &n_names);
@@ -69,7 +69,8 @@ static int table_columns(const Block *b, const Table *t, Columns *c, Error *err)
             status = error_set(err, "%s: unknown column '%s' in %s (columns: %s)", where, names[i], t->path, cols);
             break;
         }
-        c->headers[i] = dup_string(n_headers ? headers[i] : names[i]);
+        char name[200];
+        c->headers[i] = dup_string(n_headers ? headers[i] : display_name(r, names[i], name, sizeof name));
         const char *spec = n_formats ? formats[n_formats == 1 ? 0 : i] : "-";
         c->fmt[i] = DEFAULT_CELL_FORMAT;
         c->raw[i] = strcmp(spec, "raw") == 0;
@@ -183,7 +184,7 @@ static int plain_table(Report *r, const Block *b, RunData *run, const char *labe
     Selection s;
     Columns cols;
     if (select_rows(b, run, &s, err)) return -1;
-    if (table_columns(b, s.t, &cols, err)) {
+    if (table_columns(r, b, s.t, &cols, err)) {
         free_selection(&s);
         return -1;
     }
@@ -319,7 +320,7 @@ static int ratio_table(Report *r, const Block *b, const char *label, const char 
     if (status) n_sel--;
     const Selection *sa = &sel[0];
     Columns cols = {0};
-    if (status == 0) status = table_columns(b, sa->t, &cols, err);
+    if (status == 0) status = table_columns(r, b, sa->t, &cols, err);
     int *keys[MAX_RUNS] = {0}, *match[MAX_RUNS] = {0}, *metrics[MAX_RUNS] = {0}, matched[MAX_RUNS] = {0}, n_keys = 0, n_metrics = 0;
     for (int k = 0; k < n_runs; k++) {
         keys[k] = mallocCheck((size_t)sa->t->n_cols * sizeof *keys[k]);

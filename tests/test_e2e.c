@@ -396,7 +396,7 @@ static void test_pdf_text(void **state) {
     char *text = pdf_text(pdf);
     const char *must[] = {"inferlab lab report", "Sampling", "Speculative decoding", "KV cache", "Attention variants",
                           "Long context", "Attention kernels", "Hardware budget", "Quantization", "Serving",
-                          "Figure 1", "Table 1", "quick profile"};
+                          "Figure 1", "Table 1", "quick profile", "Read this first", "Appendix: run metadata"};
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         if (!strstr(text, must[i])) fail_msg("report text lacks '%s'", must[i]);
     // numbers quoted in the text come from the CSVs: the entropy at T = 1 (3 digits)

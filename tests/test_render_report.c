@@ -22,6 +22,7 @@
 
 #include "pdf.h"
 #include "report.h"
+#include "report_parts.h"
 #include "rundata.h"
 #include "table.h"
 #include "test_render_util.h"
@@ -385,6 +386,8 @@ static void write_wide_run(const char *run, const char *const *header, const cha
 static int render_wide(const char *run, const char *const *header, int n_cols, int strict, PdfWord **words, int *n_words, Error *err) {
     char tmpl[800], out[800], body[4096] = "@section Wide\n@table\ncsv: wide.csv\ncolumns: ";
     for (int c = 0; c < n_cols; c++) snprintf(body + strlen(body), sizeof body - strlen(body), "%s%s", c ? ", " : "", header[c]);
+    strcat(body, "\nheaders: "); // as written, '_' and all (a header without it would be the display name)
+    for (int c = 0; c < n_cols; c++) snprintf(body + strlen(body), sizeof body - strlen(body), "%s%s", c ? ", " : "", header[c]);
     strcat(body, "\nformats: raw\ncaption: A wide table.\n@end\n");
     snprintf(tmpl, sizeof tmpl, "%s/wide.tmpl", run);
     snprintf(out, sizeof out, "%s/wide.pdf", run);
@@ -541,6 +544,88 @@ static void test_table_of_template_rows(void **state) {
     expect_render_error("@table\nheaders: a\nrow: {kv_cache.csv:speed}\n@end\n", "bad.tmpl:3: in {kv_cache.csv:speed}", 0);
 }
 
+// Legends and names a reader can decode: a series' label carries its variable ("T = 0.7",
+// "sharing off") or the name display_names.csv gives it, a header without `headers:` takes
+// the column's display name, and a figure with more series than one panel keeps apart, or
+// several series and no legend, is an error under --strict (a warning otherwise).
+static void test_names_and_legend_rules(void **state) {
+    (void)state;
+    char run[700], path[800], tmpl[800], out[800], csv[2048] = "x,y_value,k,temperature,sharing\n";
+    snprintf(run, sizeof run, "%s/run_legend", scratch);
+    mkdir(run, 0777);
+    for (int k = 1; k <= 7; k++)
+        for (int x = 1; x <= 2; x++)
+            snprintf(csv + strlen(csv), sizeof csv - strlen(csv), "%d,%d,%d,%s,%s\n", x, k * x, k, k % 2 ? "0.7" : "0",
+                     k % 2 ? "on" : "off");
+    snprintf(path, sizeof path, "%s/s.csv", run);
+    write_text(path, csv);
+    snprintf(path, sizeof path, "%s/display_names.csv", run);
+    write_text(path, "column,name\ntemperature,T\nk=1,the first\ny_value,value of y\n");
+
+    Report r = {0};
+    Table names;
+    Error err;
+    if (table_load(&names, path, &err)) fail_msg("%s", err.msg);
+    r.display_names = &names;
+    char buf[200] = "";
+    append_series_value(&r, "temperature", "0.7", buf, sizeof buf);
+    assert_string_equal(buf, "T = 0.7");
+    buf[0] = '\0';
+    append_series_value(&r, "sharing", "off", buf, sizeof buf);
+    assert_string_equal(buf, "sharing off");
+    buf[0] = '\0';
+    append_series_value(&r, "k", "1", buf, sizeof buf);
+    assert_string_equal(buf, "the first");
+    buf[0] = '\0';
+    append_series_value(&r, "k", "2", buf, sizeof buf);
+    assert_string_equal(buf, "k = 2");
+    buf[0] = '\0';
+    append_series_value(&r, "policy", "static", buf, sizeof buf);
+    assert_string_equal(buf, "static");
+    assert_string_equal(display_name(&r, "top_k_mass", buf, sizeof buf), "top k mass");
+    table_free(&names);
+
+    struct {
+        const char *body, *error; // error: NULL when the figure is fine even under --strict
+    } cases[] = {
+        {"@figure\ncsv: s.csv\nx: x\ny: y_value\nseries: k\n@end\n", "draws 7 series, more than the 6"},
+        {"@figure\ncsv: s.csv\nwhere: k<=2\nx: x\ny: y_value\nseries: k\nlegend: none\n@end\n",
+         "draws 2 series with legend: none"},
+        {"@figure\ncsv: s.csv\nwhere: k<=6\nx: x\ny: y_value\nseries: k, temperature\n@end\n", NULL},
+        {"@figure\ncsv: s.csv\nwhere: k=1\nx: x\ny: y_value\nlegend: none\n@end\n", NULL},
+    };
+    snprintf(tmpl, sizeof tmpl, "%s/legend.tmpl", run);
+    snprintf(out, sizeof out, "%s/legend.pdf", run);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[600];
+        snprintf(body, sizeof body, "@section Legends\n%s", cases[i].body);
+        write_text(tmpl, body);
+        ReportOptions o = report_defaults();
+        o.template_path = tmpl;
+        o.out_path = out;
+        o.figures_dir = run;
+        for (int strict = 0; strict < 2; strict++) {
+            o.strict = strict;
+            int status = report_render(&o, run, &err);
+            if (strict && cases[i].error) {
+                assert_int_equal(status, -1);
+                if (!strstr(err.msg, cases[i].error)) fail_msg("case %zu: got '%s'", i, err.msg);
+            } else if (status) fail_msg("case %zu (strict %d): %s", i, strict, err.msg);
+        }
+    }
+
+    require_poppler();
+    write_text(tmpl, "@section Names\n@table\ncsv: s.csv\nwhere: k=1\ncolumns: x, y_value\n@end\n");
+    ReportOptions o = report_defaults();
+    o.template_path = tmpl;
+    o.out_path = out;
+    o.strict = 1;
+    if (report_render(&o, run, &err)) fail_msg("%s", err.msg);
+    char *text = pdf_text(out);
+    expect_text(text, "value of y");
+    free(text);
+}
+
 static void test_malformed_run_csv(void **state) {
     (void)state;
     char run[700], path[800], tmpl[700], out[700];
@@ -640,7 +725,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_single_report),     cmocka_unit_test(test_compare_report),
         cmocka_unit_test(test_compare_default_path), cmocka_unit_test(test_compare_many),
-        cmocka_unit_test(test_table_of_template_rows), cmocka_unit_test(test_template_mistakes),
+        cmocka_unit_test(test_table_of_template_rows), cmocka_unit_test(test_names_and_legend_rules),
+        cmocka_unit_test(test_template_mistakes),
         cmocka_unit_test(test_malformed_run_csv), cmocka_unit_test(test_requires_rows_of_a_backend),
         cmocka_unit_test(test_command_line),      cmocka_unit_test(test_table_words_stay_whole),
     };
