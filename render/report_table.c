@@ -89,6 +89,7 @@ static int table_columns(const Report *r, const Block *b, const Table *t, Column
 static char *format_cell(const Table *t, int row, int col, NumberFormat fmt, int raw) {
     const char *cell = table_cell(t, row, col);
     double v = table_value(t, row, col);
+    if (strcmp(cell, "nan") == 0 || strcmp(cell, "NaN") == 0) return dup_string("n/a"); // not measured
     if (raw || cell[0] == '\0' || isnan(v)) return dup_string(cell);
     char buf[64];
     numfmt_format(v, fmt, buf, sizeof buf);

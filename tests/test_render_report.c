@@ -615,7 +615,10 @@ static void test_names_and_legend_rules(void **state) {
     }
 
     require_poppler();
-    write_text(tmpl, "@section Names\n@table\ncsv: s.csv\nwhere: k=1\ncolumns: x, y_value\n@end\n");
+    snprintf(path, sizeof path, "%s/gaps.csv", run);
+    write_text(path, "setting,measured\nonly-here,nan\n");
+    write_text(tmpl, "@section Names\n@table\ncsv: s.csv\nwhere: k=1\ncolumns: x, y_value\n@end\n"
+                     "@table\ncsv: gaps.csv\ncolumns: setting, measured\n@end\n");
     ReportOptions o = report_defaults();
     o.template_path = tmpl;
     o.out_path = out;
@@ -623,6 +626,8 @@ static void test_names_and_legend_rules(void **state) {
     if (report_render(&o, run, &err)) fail_msg("%s", err.msg);
     char *text = pdf_text(out);
     expect_text(text, "value of y");
+    expect_text(text, "n/a"); // a value that was not measured, never "nan"
+    assert_null(strstr(text, "nan"));
     free(text);
 }
 
