@@ -193,6 +193,82 @@ typedef struct {
     char desc[400]; // "kv.csv:x[mode=cache]", for messages
 } Ref;
 
+// --- named quantities ---------------------------------------------------------------------
+// quantities.csv (beside the templates: name, source, also, what) gives a number that several
+// CSVs carry one source: {q(stream_triad_1t)} evaluates `source`, and a placeholder that
+// reads a cell listed under `also` (FILE:COLUMN[FILTER], space-separated) is an error, so the
+// report cannot print STREAM from two measurements that disagree.
+
+#define QUANTITIES "quantities.csv"
+
+// The quantity whose `also` list holds a ref to r's column and rows, or -1. *alias gets the entry.
+static int aliased_quantity(Parser *q, const Ref *r, const Table *qs, char *alias, size_t size) {
+    int c_also = table_column(qs, "also");
+    for (int row = 0; c_also >= 0 && row < qs->n_rows; row++) {
+        const char *list = table_cell(qs, row, c_also);
+        while (*list) {
+            size_t n = strcspn(list, " ");
+            snprintf(alias, size, "%.*s", (int)n, list);
+            list += n + (list[n] == ' ');
+            if (!n) continue;
+            char *colon = strchr(alias, ':'), *open = strchr(alias, '[');
+            if (!colon) continue;
+            Error e;
+            const Table *t = rundata_table(q->run, (*colon = '\0', alias), &e);
+            *colon = ':';
+            if (t != r->table) continue;
+            size_t col_len = open ? (size_t)(open - colon - 1) : strlen(colon + 1);
+            if (strncmp(r->table->names[r->col], colon + 1, col_len) != 0 || r->table->names[r->col][col_len]) continue;
+            Filter f = {0};
+            char *src = open ? dup_trimmed(open + 1, strcspn(open + 1, "]")) : NULL;
+            int bad = src && filter_parse(&f, src, t, &e), hit = 0;
+            free(src);
+            for (int i = 0; !bad && !hit && i < r->n_rows; i++) hit = filter_match(&f, t, r->rows[i]);
+            filter_free(&f);
+            if (hit) return row;
+        }
+    }
+    return -1;
+}
+
+static int check_not_aliased(Parser *q, const Ref *r) {
+    Error e;
+    const Table *qs = rundata_table(q->run, QUANTITIES, &e);
+    if (!qs && !strstr(e.msg, "unknown file")) return fail(q, QUERY_ERROR, "%s", e.msg); // malformed
+    if (!qs) return QUERY_OK; // a template directory without named quantities
+    char alias[400];
+    int row = aliased_quantity(q, r, qs, alias, sizeof alias);
+    if (row < 0) return QUERY_OK;
+    const char *name = table_cell(qs, row, 0);
+    int c_what = table_column(qs, "what");
+    return fail(q, QUERY_ERROR, "%s repeats the quantity '%s'%s%s%s, which the report quotes from one source: "
+                "write q(%s)", r->desc, name, c_what >= 0 ? " (" : "", c_what >= 0 ? table_cell(qs, row, c_what) : "",
+                c_what >= 0 ? ")" : "", name);
+}
+
+// q(NAME): the quantity's one source, evaluated in this run.
+static int parse_quantity(Parser *q, Value *out) {
+    skip_space(q);
+    const char *close = strchr(q->p, ')');
+    if (!close) return fail(q, QUERY_ERROR, "%s", "q( without ')'");
+    char *name = dup_trimmed(q->p, (size_t)(close - q->p));
+    q->p = close + 1;
+    Error e;
+    const Table *qs = rundata_table(q->run, QUANTITIES, &e);
+    int row = -1, c_source = qs ? table_column(qs, "source") : -1;
+    for (int i = 0; qs && i < qs->n_rows && row < 0; i++)
+        if (strcmp(table_cell(qs, i, 0), name) == 0) row = i;
+    int status;
+    if (!qs) status = fail(q, QUERY_ERROR, "q(%s): %s", name, e.msg);
+    else if (row < 0 || c_source < 0) status = fail(q, QUERY_ERROR, "no quantity '%s' in %s", name, QUANTITIES);
+    else {
+        status = query_eval(table_cell(qs, row, c_source), q->run, out, &e);
+        if (status != QUERY_OK) status = fail(q, status, "q(%s): %s", name, e.msg);
+    }
+    free(name);
+    return status;
+}
+
 static int parse_ref(Parser *q, const char *file, Ref *r) {
     memset(r, 0, sizeof *r);
     q->p++; // ':'
@@ -225,7 +301,7 @@ static int parse_ref(Parser *q, const char *file, Ref *r) {
     for (int i = 0; i < r->table->n_rows; i++)
         if (filter_match(&f, r->table, i)) r->rows[r->n_rows++] = i;
     filter_free(&f);
-    return QUERY_OK;
+    return check_not_aliased(q, r);
 }
 
 static int cell_value(Parser *q, Ref *r, Value *out) {
@@ -365,11 +441,12 @@ static int parse_name_factor(Parser *q, Value *out) {
     q->p++;
     if (strcmp(name, "meta") == 0) return parse_meta(q, out);
     if (strcmp(name, "within") == 0) return parse_within(q, out);
+    if (strcmp(name, "q") == 0) return parse_quantity(q, out);
     int known = 0;
     for (size_t i = 0; i < sizeof aggs / sizeof aggs[0]; i++) known |= strcmp(name, aggs[i]) == 0;
     if (!known)
         return fail(q, QUERY_ERROR,
-                    "unknown function '%s' (min, max, mean, median, sum, count, at_max, at_min, within, meta)", name);
+                    "unknown function '%s' (min, max, mean, median, sum, count, at_max, at_min, within, q, meta)", name);
     skip_space(q);
     char file[256];
     read_name(q, file, sizeof file);

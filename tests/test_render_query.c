@@ -41,6 +41,11 @@ static int setup(void **state) {
              "1024,nocache,900,slow\n");
     write_in(dir_b, "temp.csv", "temperature,entropy\n0,0\n0.5,1.25\n1,2.5\n2,3.5\n");
     write_in(dir_ref, "hardware.csv", "name,bandwidth\nH100,3.35e12\n");
+    // one quantity, the CPU's sgemm rate, measured twice: the budget's cell is its one source
+    write_in(dir_a, "peaks.csv", "device,source,gflop_s\ncpu,budget,196\ncpu,attention,189.5\ngpu,attention,5000\n");
+    write_in(dir_ref, "quantities.csv",
+             "name,source,also,what\nsgemm,\"peaks.csv:gflop_s[device=cpu,source=budget]\","
+             "\"peaks.csv:gflop_s[device=cpu,source=attention]\",the CPU's sgemm rate\n");
     Error err;
     if (rundata_open(&run_a, dir_a, dir_ref, &err) || rundata_open(&run_b, dir_b, dir_ref, &err)) fail_msg("%s", err.msg);
     return 0;
@@ -178,6 +183,20 @@ static void test_words_from_data(void **state) {
     assert_non_null(strstr(err.msg, "three words"));
 }
 
+// One number per quantity: q(NAME) reads quantities.csv's one source, and a placeholder that
+// formats the same quantity from another CSV cell is refused (the report once printed sgemm
+// as 189.5 and 196 GFLOP/s on two pages).
+static void test_one_source_per_quantity(void **state) {
+    (void)state;
+    assert_true(eval_number("q(sgemm)") == 196);
+    assert_true(eval_number("q(sgemm) / 2") == 98);
+    assert_true(eval_number("peaks.csv:gflop_s[device=gpu]") == 5000); // another quantity in the same column
+    expect_failure("peaks.csv:gflop_s[device=cpu,source=attention]", QUERY_ERROR,
+                   "repeats the quantity 'sgemm' (the CPU's sgemm rate), which the report quotes from one source: write q(sgemm)");
+    expect_failure("max(peaks.csv:gflop_s[device=cpu])", QUERY_ERROR, "repeats the quantity 'sgemm'");
+    expect_failure("q(nope)", QUERY_ERROR, "no quantity 'nope' in quantities.csv");
+}
+
 // --- errors ---------------------------------------------------------------------------------
 
 static void test_errors(void **state) {
@@ -295,7 +314,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cells_and_ratios), cmocka_unit_test(test_aggregates),
         cmocka_unit_test(test_arithmetic_and_meta), cmocka_unit_test(test_formats),
-        cmocka_unit_test(test_words_from_data),  cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_words_from_data),  cmocka_unit_test(test_one_source_per_quantity),
+        cmocka_unit_test(test_errors),
         cmocka_unit_test(test_expand_single),
         cmocka_unit_test(test_expand_compare),   cmocka_unit_test(test_filters),
         cmocka_unit_test(test_missing_reasons),  cmocka_unit_test(test_bad_run_dirs),
