@@ -193,6 +193,16 @@ typedef struct {
     char desc[400]; // "kv.csv:x[mode=cache]", for messages
 } Ref;
 
+// The text up to ')' of fn(TEXT), trimmed (malloc'd), past the ')'.
+static int read_argument(Parser *q, const char *fn, char **arg) {
+    skip_space(q);
+    const char *close = strchr(q->p, ')');
+    if (!close) return fail(q, QUERY_ERROR, "%s( without ')'", fn);
+    *arg = dup_trimmed(q->p, (size_t)(close - q->p));
+    q->p = close + 1;
+    return QUERY_OK;
+}
+
 // --- named quantities ---------------------------------------------------------------------
 // quantities.csv (beside the templates: name, source, also, what) gives a number that several
 // CSVs carry one source: {q(stream_triad_1t)} evaluates `source`, and a placeholder that
@@ -248,11 +258,8 @@ static int check_not_aliased(Parser *q, const Ref *r) {
 
 // q(NAME): the quantity's one source, evaluated in this run.
 static int parse_quantity(Parser *q, Value *out) {
-    skip_space(q);
-    const char *close = strchr(q->p, ')');
-    if (!close) return fail(q, QUERY_ERROR, "%s", "q( without ')'");
-    char *name = dup_trimmed(q->p, (size_t)(close - q->p));
-    q->p = close + 1;
+    char *name;
+    if (read_argument(q, "q", &name)) return QUERY_ERROR;
     Error e;
     const Table *qs = rundata_table(q->run, QUANTITIES, &e);
     int row = -1, c_source = qs ? table_column(qs, "source") : -1;
@@ -407,11 +414,8 @@ static int parse_within(Parser *q, Value *out) {
 }
 
 static int parse_meta(Parser *q, Value *out) {
-    skip_space(q);
-    const char *close = strchr(q->p, ')');
-    if (!close) return fail(q, QUERY_ERROR, "%s", "meta( without ')'");
-    char *key = dup_trimmed(q->p, (size_t)(close - q->p));
-    q->p = close + 1;
+    char *key;
+    if (read_argument(q, "meta", &key)) return QUERY_ERROR;
     const char *v = rundata_meta(q->run, key);
     if (!v) {
         int status = fail(q, QUERY_NO_DATA, "meta.csv has no key '%s'", key);

@@ -567,21 +567,16 @@ static void test_names_and_legend_rules(void **state) {
     Error err;
     if (table_load(&names, path, &err)) fail_msg("%s", err.msg);
     r.display_names = &names;
-    char buf[200] = "";
-    append_series_value(&r, "temperature", "0.7", buf, sizeof buf);
-    assert_string_equal(buf, "T = 0.7");
-    buf[0] = '\0';
-    append_series_value(&r, "sharing", "off", buf, sizeof buf);
-    assert_string_equal(buf, "sharing off");
-    buf[0] = '\0';
-    append_series_value(&r, "k", "1", buf, sizeof buf);
-    assert_string_equal(buf, "the first");
-    buf[0] = '\0';
-    append_series_value(&r, "k", "2", buf, sizeof buf);
-    assert_string_equal(buf, "k = 2");
-    buf[0] = '\0';
-    append_series_value(&r, "policy", "static", buf, sizeof buf);
-    assert_string_equal(buf, "static");
+    static const char *const labels[][3] = {// column, value, the series' label
+                                            {"temperature", "0.7", "T = 0.7"}, {"sharing", "off", "sharing off"},
+                                            {"k", "1", "the first"},           {"k", "2", "k = 2"},
+                                            {"policy", "static", "static"}};
+    char buf[200];
+    for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++) {
+        buf[0] = '\0';
+        append_series_value(&r, labels[i][0], labels[i][1], buf, sizeof buf);
+        assert_string_equal(buf, labels[i][2]);
+    }
     assert_string_equal(display_name(&r, "top_k_mass", buf, sizeof buf), "top k mass");
     table_free(&names);
 
