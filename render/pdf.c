@@ -133,7 +133,20 @@ static void push_word(Words *ws, const char *s, int len, HPDF_Font font, int new
     ws->w[ws->n++] = (Word){s, len, font, measure(font, s, len, ws->size), newline};
 }
 
-// Split text at spaces (and line breaks, which force a new line) into words in `font`.
+// The length of the unit after a number ("KiB" in "144 KiB"): a word of at most 5 bytes
+// without digits after one space, or 0. A number and its unit stay on one line.
+static int unit_after(const char *s, int len) {
+    if (len == 0 || s[len - 1] < '0' || s[len - 1] > '9' || s[len] != ' ') return 0;
+    const char *u = s + len + 1;
+    int n = (int)strcspn(u, " \t\r\n");
+    if (n == 0 || n > 5) return 0;
+    for (int i = 0; i < n; i++)
+        if (u[i] >= '0' && u[i] <= '9') return 0;
+    return n;
+}
+
+// Split text at spaces (and line breaks, which force a new line) into words in `font`; a
+// number keeps its unit.
 static void add_words(Words *ws, const char *text, HPDF_Font font) {
     int newline = 0;
     for (const char *s = text; *s;) {
@@ -146,7 +159,8 @@ static void add_words(Words *ws, const char *text, HPDF_Font font) {
             s++;
             continue;
         }
-        int len = (int)strcspn(s, " \t\r\n");
+        int len = (int)strcspn(s, " \t\r\n"), unit = unit_after(s, len);
+        if (unit) len += 1 + unit;
         push_word(ws, s, len, font, newline);
         newline = 0;
         s += len;
