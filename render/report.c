@@ -242,9 +242,35 @@ static void enter_section(Report *r, const Block *b, const char *number, RunData
         }
 }
 
+// Comparative phrases a finding may only print from the data ({within(...) | pick ...}):
+// written out in a paragraph they state a verdict that no number checks, which is how the
+// report once said "falls short of" beside a point above the line.
+static const char *const verdict_phrases[] = {"falls short", "fall short", "exceeds", "outperform",
+                                              "better than", "worse than", "faster than", "slower than"};
+
+// The first verdict phrase in the paragraph's own words (placeholders left out), or NULL.
+static const char *verdict_phrase(const char *text) {
+    char *own = mallocCheck(strlen(text) + 1), *o = own;
+    for (int depth = 0; *text; text++) {
+        depth += (*text == '{') - (*text == '}');
+        if (depth == 0 && *text != '}') *o++ = (char)(*text >= 'A' && *text <= 'Z' ? *text - 'A' + 'a' : *text);
+    }
+    *o = '\0';
+    const char *found = NULL;
+    for (size_t i = 0; i < sizeof verdict_phrases / sizeof verdict_phrases[0] && !found; i++)
+        if (strstr(own, verdict_phrases[i])) found = verdict_phrases[i];
+    free(own);
+    return found;
+}
+
 static int render_paragraph(Report *r, const Block *b, Error *err) {
     char where[PATH_MAX + 16];
     block_where(b, NULL, where, sizeof where);
+    const char *phrase = verdict_phrase(b->text);
+    if (phrase && r->o->strict)
+        return error_set(err, "%s: '%s' written in the text: choose it from the data with {within(...) | pick ...}",
+                         where, phrase);
+    if (phrase) fprintf(stderr, "warning: %s: '%s' written in the text, not chosen from the data\n", where, phrase);
     char *text = expand_text(b->text, where, r->active, r->n_active, r->o->strict, err);
     if (!text) return -1;
     pdf_paragraph(r->pdf, text, b->bullet);

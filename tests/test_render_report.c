@@ -503,6 +503,9 @@ static void test_template_mistakes(void **state) {
     expect_render_error("@figure\ncsv: kv_cache.csv\nx: prompt_len\ny: total_ms\nwhere: mode=fast\n@end\n",
                         "selects no rows of kv_cache.csv", 1); // only under --strict
     expect_render_error("@section A\n@figure\ncsv: kv_cache.csv\n", "bad.tmpl:2: block has no @end", 0);
+    // a verdict written beside the numbers it judges, not chosen from them (only under --strict)
+    expect_render_error("@section A\nThe cache {kv_cache.csv:total_ms[prompt_len=32,mode=cache] | 3 ms}\nFalls short of the FLOP ratio.\n",
+                        "bad.tmpl:2: 'falls short' written in the text: choose it from the data", 1);
 }
 
 // A table of row: lines (the "Read this first" page's kind): each cell's placeholders come
