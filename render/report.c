@@ -52,16 +52,22 @@ const char *display_name(const Report *r, const char *column, char *buf, size_t 
     return buf;
 }
 
+const char *value_name(const Report *r, const char *column, const char *value) {
+    char key[400];
+    snprintf(key, sizeof key, "%s=%s", column, value);
+    const char *listed = listed_name(r, key);
+    return listed ? listed : value;
+}
+
 void append_series_value(const Report *r, const char *column, const char *value, char *buf, size_t size) {
     static const char *const switches[] = {"on", "off", "yes", "no", "true", "false"};
-    char name[200], key[300];
+    char name[200];
     double v;
     int is_switch = 0;
     for (size_t i = 0; i < sizeof switches / sizeof switches[0]; i++) is_switch |= strcmp(value, switches[i]) == 0;
     size_t used = strlen(buf);
-    snprintf(key, sizeof key, "%s=%s", column, value); // a name for the value itself ("point=decode_mlp")
-    const char *listed = listed_name(r, key);
-    if (listed) snprintf(buf + used, size - used, "%s", listed);
+    const char *named = value_name(r, column, value); // a name for the value itself ("point=decode_mlp")
+    if (named != value) snprintf(buf + used, size - used, "%s", named);
     else if (parse_number(value, &v)) snprintf(buf + used, size - used, "%s = %s", display_name(r, column, name, sizeof name), value);
     else if (is_switch) snprintf(buf + used, size - used, "%s %s", display_name(r, column, name, sizeof name), value);
     else snprintf(buf + used, size - used, "%s", value);

@@ -111,6 +111,11 @@ static void series_label(const Report *r, const Block *b, const Source *s, int r
     free_list(labels, n_labels);
 }
 
+// A category's label: display_names.csv's name for COLUMN=VALUE, else the cell as it is.
+static const char *category_name(const Report *r, const Source *s, int row, int col) {
+    return value_name(r, s->t->names[col], table_cell(s->t, row, col));
+}
+
 // Series are created together for every source the first time a label is seen, so that
 // the machines' versions sit side by side (bar groups) and share a colour.
 typedef struct {
@@ -173,7 +178,7 @@ static int add_rows(const Report *r, Chart *c, const Block *b, Source *src, int 
         for (int row = 0; row < s->t->n_rows; row++) {
             if (!filter_match(&s->where, s->t, row)) continue;
             double x, y, lo = NAN, hi = NAN;
-            if (c->kind == CHART_BAR) x = category_index(&c->categories, &c->n_categories, table_cell(s->t, row, s->x));
+            if (c->kind == CHART_BAR) x = category_index(&c->categories, &c->n_categories, category_name(r, s, row, s->x));
             else if (number_cell(b, "x", s, row, s->x, &x, err)) return -1;
             if (s->lo >= 0 && (number_cell(b, "band", s, row, s->lo, &lo, err) || number_cell(b, "band", s, row, s->hi, &hi, err)))
                 return -1;
@@ -299,19 +304,19 @@ static int find_category(char **list, int n, const char *name) {
     return -1;
 }
 
-static int fill_heatmap(const Block *b, Chart *c, const Source *s, int *n_points, Error *err) {
+static int fill_heatmap(const Report *r, const Block *b, Chart *c, const Source *s, int *n_points, Error *err) {
     for (int row = 0; row < s->t->n_rows; row++)
         if (filter_match(&s->where, s->t, row)) {
-            category_index(&c->categories, &c->n_categories, table_cell(s->t, row, s->x));
-            category_index(&c->rows, &c->n_rows, table_cell(s->t, row, s->y[0]));
+            category_index(&c->categories, &c->n_categories, category_name(r, s, row, s->x));
+            category_index(&c->rows, &c->n_rows, category_name(r, s, row, s->y[0]));
         }
     sort_categories(c->categories, c->n_categories);
     sort_categories(c->rows, c->n_rows);
     chart_alloc_grid(c);
     for (int row = 0; row < s->t->n_rows; row++) {
         if (!filter_match(&s->where, s->t, row)) continue;
-        int k = find_category(c->categories, c->n_categories, table_cell(s->t, row, s->x));
-        int j = find_category(c->rows, c->n_rows, table_cell(s->t, row, s->y[0]));
+        int k = find_category(c->categories, c->n_categories, category_name(r, s, row, s->x));
+        int j = find_category(c->rows, c->n_rows, category_name(r, s, row, s->y[0]));
         double *cell = &c->z[(size_t)j * c->n_categories + k];
         if (!isnan(*cell)) {
             char where[PATH_MAX + 16];
@@ -461,7 +466,7 @@ static int heatmap_figures(Report *r, const Block *b, Source *src, int n_src, co
         Chart h;
         double height;
         int status = chart_options(r, b, &h, &height, err);
-        if (status == 0) status = fill_heatmap(b, &h, &src[k], n_points, err);
+        if (status == 0) status = fill_heatmap(r, b, &h, &src[k], n_points, err);
         char sub_id[300], sub_label[48], sub_caption[1200];
         char letter = machine_letter(src[k].machine);
         if (r->compare) snprintf(sub_id, sizeof sub_id, "%s-%c", id, letter);

@@ -60,6 +60,9 @@ int option_text(Report *r, const Block *b, const char *key, char **out, Error *e
 // The reader's name for a CSV column (display_names.csv: "temperature" -> "T"); a column
 // it does not list keeps its name with '_' as spaces. Written into buf.
 const char *display_name(const Report *r, const char *column, char *buf, size_t size);
+// display_names.csv's name for one value of a column ("point=decode_mlp" -> "decode MLP"),
+// else the value itself (the same pointer).
+const char *value_name(const Report *r, const char *column, const char *value);
 // A series' label for one value of its column: the name display_names.csv gives the value
 // ("point=decode_mlp" -> "decode MLP"), else "T = 0.7" for a number, "prefix sharing off"
 // for on/off and yes/no, the value alone for other text. Appended to buf.

@@ -581,6 +581,9 @@ static void test_names_and_legend_rules(void **state) {
         assert_string_equal(buf, labels[i][2]);
     }
     assert_string_equal(display_name(&r, "top_k_mass", buf, sizeof buf), "top k mass");
+    const char *value = "2"; // bar and heatmap categories: a listed value's name, else the cell itself
+    assert_string_equal(value_name(&r, "k", "1"), "the first");
+    assert_ptr_equal(value_name(&r, "k", value), value);
     table_free(&names);
 
     struct {
