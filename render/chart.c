@@ -90,6 +90,34 @@ void series_add_full(Series *s, double x, double y, double lo, double hi, const 
 
 void series_add(Series *s, double x, double y) { series_add_full(s, x, y, NAN, NAN, NULL); }
 
+// 1 when two line series have the same x and their y agree to within half a percent at every
+// point: drawn, one hides the other.
+static int coincide(const Series *a, const Series *b) {
+    if (a->n != b->n || a->n == 0) return 0;
+    for (int k = 0; k < a->n; k++)
+        if (a->x[k] != b->x[k] || !(fabs(a->y[k] - b->y[k]) <= 0.005 * fmax(fabs(a->y[k]), fabs(b->y[k])))) return 0;
+    return 1;
+}
+
+void chart_join_coinciding(Chart *c) {
+    for (int j = 0; j < c->n_series; j++) {
+        Series *b = &c->series[j];
+        if (!b->in_legend || b->marker < 0) continue;
+        for (int i = 0; i < j; i++) {
+            Series *a = &c->series[i];
+            if (!a->in_legend || a->marker < 0 || !coincide(a, b)) continue;
+            size_t n = strlen(a->label) + strlen(b->label) + 4;
+            char *joined = mallocCheck(n);
+            snprintf(joined, n, "%s = %s", a->label, b->label);
+            free(a->label);
+            a->label = joined;
+            b->in_legend = 0;
+            b->colour = a->colour, b->marker = a->marker, b->style = a->style; // drawn on top, as its entry shows
+            break;
+        }
+    }
+}
+
 int category_index(char ***list, int *n, const char *name) {
     for (int i = 0; i < *n; i++)
         if (strcmp((*list)[i], name) == 0) return i;

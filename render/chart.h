@@ -83,6 +83,10 @@ void chart_free(Chart *c);
 Series *chart_add_series(Chart *c, const char *label);
 void series_add(Series *s, double x, double y);
 void series_add_full(Series *s, double x, double y, double lo, double hi, const char *point_label);
+// A measured series (with markers, in the legend) that an earlier one hides — same x, y within
+// 0.5% at every point — joins that one's legend entry ("A = B") and takes its colour, marker and
+// style, so that no drawn series is missing from the legend because it lies under another.
+void chart_join_coinciding(Chart *c);
 // Index of category `name` in the list, appended when new.
 int category_index(char ***list, int *n, const char *name);
 // Allocate the heatmap grid (after its categories and rows are known), filled with NAN.

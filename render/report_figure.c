@@ -523,6 +523,7 @@ static int xy_figure(Report *r, const Block *b, Source *src, int n_src, const ch
     if (status == 0) status = add_rows(r, &c, b, src, n_src, &refs, &measured, &n_refs, err);
     for (int i = 0; status == 0 && c.kind == CHART_LINE && i < c.n_series; i++) sort_by_x(&c.series[i]);
     if (status == 0) status = check_legend(r, b, &c, &measured, id, err);
+    if (status == 0 && c.kind == CHART_LINE && n_src == 1) chart_join_coinciding(&c);
     if (status == 0) status = add_style_keys(r, b, &c, src, n_src, n_refs > 0, err);
     if (status == 0 && c.kind != CHART_BAR) status = add_ceilings(r, b, &c, err); // line: peaks only
     if (status == 0) queue_figure(r, &c, height, id, label, caption);

@@ -108,6 +108,30 @@ static void test_series_colours(void **state) {
     chart_free(&c);
 }
 
+// A series drawn exactly under another joins its legend entry and takes its look; one that
+// differs by more than half a percent anywhere keeps its own.
+static void test_coinciding_series_share_an_entry(void **state) {
+    (void)state;
+    Chart c;
+    chart_init(&c, CHART_LINE);
+    const char *names[] = {"full", "window", "window + sinks", "apart"};
+    const double scale[] = {1.0, 0.5, 0.501, 0.6};
+    for (int i = 0; i < 4; i++) {
+        Series *s = chart_add_series(&c, names[i]);
+        for (int x = 1; x <= 4; x++) series_add(s, x, scale[i] * 100 * x);
+    }
+    chart_join_coinciding(&c);
+    assert_string_equal(c.series[0].label, "full");
+    assert_string_equal(c.series[1].label, "window = window + sinks");
+    assert_true(c.series[1].in_legend);
+    assert_false(c.series[2].in_legend);
+    assert_int_equal(c.series[2].colour, c.series[1].colour);
+    assert_int_equal(c.series[2].marker, c.series[1].marker);
+    assert_true(c.series[3].in_legend); // 20% apart: its own entry
+    assert_string_equal(c.series[3].label, "apart");
+    chart_free(&c);
+}
+
 static void test_legend_hides_no_data(void **state) {
     (void)state;
     Chart plain, with;
@@ -274,6 +298,7 @@ static void test_line_ceiling(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_png_size_and_format), cmocka_unit_test(test_series_colours),
+        cmocka_unit_test(test_coinciding_series_share_an_entry),
         cmocka_unit_test(test_legend_hides_no_data), cmocka_unit_test(test_heatmap_colours),
         cmocka_unit_test(test_heatmap_log_colours),
         cmocka_unit_test(test_awkward_data),        cmocka_unit_test(test_roofline),
