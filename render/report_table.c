@@ -29,6 +29,8 @@ typedef struct {
     char **headers;    // (n)
     NumberFormat *fmt; // (n)
     int *raw;          // (n) 1: print the cell's text as it is
+    int *p10, *p90;    // (n) the spread columns of an X_median column (X_p10, X_p90), or -1
+    int any_spread;    // 1 when some column prints its spread
 } Columns;
 
 static void free_columns(Columns *c) {
@@ -36,7 +38,24 @@ static void free_columns(Columns *c) {
     free_list(c->headers, c->n);
     free(c->fmt);
     free(c->raw);
+    free(c->p10);
+    free(c->p90);
     memset(c, 0, sizeof *c);
+}
+
+// A median's spread: for a column X_median (or median), the columns X_p10 and X_p90 (p10, p90)
+// of the same table; -1, -1 when it is not a median or the table lacks the pair.
+static void spread_columns(const Table *t, const char *name, int *p10, int *p90) {
+    static const char median[] = "median";
+    size_t n = strlen(name), k = sizeof median - 1;
+    *p10 = *p90 = -1;
+    if (n < k || n - k > 180 || strcmp(name + n - k, median) != 0) return;
+    char pair[200];
+    snprintf(pair, sizeof pair, "%.*sp10", (int)(n - k), name);
+    int lo = table_column(t, pair);
+    snprintf(pair, sizeof pair, "%.*sp90", (int)(n - k), name);
+    int hi = table_column(t, pair);
+    if (lo >= 0 && hi >= 0) *p10 = lo, *p90 = hi;
 }
 
 // The `columns`, `headers` and `formats` options against table t.
@@ -51,6 +70,8 @@ static int table_columns(const Report *r, const Block *b, const Table *t, Column
     c->headers = callocCheck((size_t)(n_names + 1), sizeof *c->headers);
     c->fmt = mallocCheck((size_t)(n_names + 1) * sizeof *c->fmt);
     c->raw = callocCheck((size_t)(n_names + 1), sizeof *c->raw);
+    c->p10 = mallocCheck((size_t)(n_names + 1) * sizeof *c->p10);
+    c->p90 = mallocCheck((size_t)(n_names + 1) * sizeof *c->p90);
     c->n = n_names;
     if (n_headers && n_headers != n_names) {
         block_where(b, "headers", where, sizeof where);
@@ -69,6 +90,7 @@ static int table_columns(const Report *r, const Block *b, const Table *t, Column
             status = error_set(err, "%s: unknown column '%s' in %s (columns: %s)", where, names[i], t->path, cols);
             break;
         }
+        spread_columns(t, names[i], &c->p10[i], &c->p90[i]);
         char name[200];
         c->headers[i] = dup_string(n_headers ? headers[i] : display_name(r, names[i], name, sizeof name));
         const char *spec = n_formats ? formats[n_formats == 1 ? 0 : i] : "-";
@@ -79,6 +101,11 @@ static int table_columns(const Report *r, const Block *b, const Table *t, Column
             status = error_set(err, "%s: unknown format '%s' (-, raw, 3, .2f, int, si, bytes, percent)", where, spec);
         }
     }
+    for (int i = 0; i < n_names && status == 0; i++) { // a spread the table shows in columns of its own stays there
+        for (int j = 0; j < n_names; j++)
+            if (c->p10[i] >= 0 && (c->cols[j] == c->p10[i] || c->cols[j] == c->p90[i])) c->p10[i] = c->p90[i] = -1;
+        c->any_spread |= c->p10[i] >= 0;
+    }
     free_list(names, n_names);
     free_list(headers, n_headers);
     free_list(formats, n_formats);
@@ -86,13 +113,34 @@ static int table_columns(const Report *r, const Block *b, const Table *t, Column
     return status;
 }
 
-static char *format_cell(const Table *t, int row, int col, NumberFormat fmt, int raw) {
+// The sentence a table's caption gains when its medians print their spread.
+#define SPREAD_NOTE "A median's ± is half the range from its p10 to its p90."
+
+// Half of row's p10-p90 range (NaN when the median has no spread columns or a cell is empty).
+static double half_spread(const Table *t, int row, int p10, int p90) {
+    if (p10 < 0) return NAN;
+    return fabs(table_value(t, row, p90) - table_value(t, row, p10)) / 2;
+}
+
+// Cell (row, col) of t as the table prints it: "n/a" for a value not measured, the text itself
+// when raw or not a number, else the number in fmt, followed by " ± h" for a median whose
+// spread columns p10 / p90 (>= 0) hold numbers: h in two significant digits, or in the
+// median's own decimals when it has fixed ones.
+static char *format_cell(const Table *t, int row, int col, NumberFormat fmt, int raw, int p10, int p90) {
     const char *cell = table_cell(t, row, col);
     double v = table_value(t, row, col);
     if (strcmp(cell, "nan") == 0 || strcmp(cell, "NaN") == 0) return dup_string("n/a"); // not measured
     if (raw || cell[0] == '\0' || isnan(v)) return dup_string(cell);
     char buf[64];
     numfmt_format(v, fmt, buf, sizeof buf);
+    double h = half_spread(t, row, p10, p90);
+    if (!isnan(h)) {
+        NumberFormat hf = fmt.kind == FMT_FIXED ? fmt : (NumberFormat){fmt.kind == FMT_INT ? FMT_SIG : fmt.kind, 2};
+        size_t len = strlen(buf);
+        snprintf(buf + len, sizeof buf - len, " ± ");
+        len = strlen(buf);
+        numfmt_format(h, hf, buf + len, sizeof buf - len);
+    }
     return dup_string(buf);
 }
 
@@ -194,9 +242,12 @@ static int plain_table(Report *r, const Block *b, RunData *run, const char *labe
         pt.headers[c] = dup_string(cols.headers[c]);
         pt.align[c] = numeric_column(s.t, s.rows, s.n_rows, cols.cols[c]) ? ALIGN_RIGHT : ALIGN_LEFT;
         for (int i = 0; i < s.n_rows; i++)
-            pt.cells[(size_t)i * cols.n + c] = format_cell(s.t, s.rows[i], cols.cols[c], cols.fmt[c], cols.raw[c]);
+            pt.cells[(size_t)i * cols.n + c] =
+                format_cell(s.t, s.rows[i], cols.cols[c], cols.fmt[c], cols.raw[c], cols.p10[c], cols.p90[c]);
     }
-    int status = draw_table(r, b, &pt, label, caption, err);
+    char full[1400];
+    snprintf(full, sizeof full, "%s%s%s", caption ? caption : "", caption && caption[0] ? " " : "", SPREAD_NOTE);
+    int status = draw_table(r, b, &pt, label, cols.any_spread ? full : caption, err);
     if (status == 0 && s.n_rows == 0) status = empty_table_warning(r, b, run, err);
     free_pdf_table(&pt);
     free_columns(&cols);

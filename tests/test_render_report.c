@@ -632,6 +632,41 @@ static void test_names_and_legend_rules(void **state) {
     free(text);
 }
 
+// A median printed in a table carries its spread, " ± " half its p10-p90 range, when the CSV has
+// the pair X_p10 / X_p90 beside X_median, and the caption says what the ± is; a median without
+// the pair, with a missing cell of it, or beside its p10 / p90 in columns of their own prints alone.
+static void test_median_spread_in_tables(void **state) {
+    (void)state;
+    require_poppler();
+    char run[700], path[800], tmpl[800], out[800];
+    snprintf(run, sizeof run, "%s/run_spread", scratch);
+    mkdir(run, 0777);
+    snprintf(path, sizeof path, "%s/t.csv", run);
+    write_text(path, "setting,t_median,t_p10,t_p90,u_median\nfirst,10.5,9,12,7.25\nsecond,3.5,,4,8.5\n");
+    snprintf(tmpl, sizeof tmpl, "%s/spread.tmpl", run);
+    write_text(tmpl, "@section Spread\n@table\ncsv: t.csv\ncolumns: setting, t_median, u_median\ncaption: Times.\n@end\n"
+                     "@table\ncsv: t.csv\ncolumns: setting, t_median\nformats: raw, .2f\n@end\n"
+                     "@table\ncsv: t.csv\ncolumns: setting, t_p10, t_median\nformats: raw, 3, .3f\ncaption: Shown.\n@end\n");
+    snprintf(out, sizeof out, "%s/spread.pdf", run);
+    ReportOptions o = report_defaults();
+    o.template_path = tmpl;
+    o.out_path = out;
+    o.strict = 1;
+    Error err;
+    if (report_render(&o, run, &err)) fail_msg("%s", err.msg);
+    char *text = pdf_text(out);
+    expect_text(text, "10.5 ± 1.5");   // two significant digits of (12 - 9) / 2
+    expect_text(text, "10.50 ± 1.50"); // fixed decimals stay the median's
+    expect_text(text, "7.25");
+    assert_null(strstr(text, "7.25 ±")); // no p10 / p90 for u
+    assert_null(strstr(text, "3.5 ±"));  // a missing p10: the median alone
+    expect_text(text, "Times. A median's ± is half the range from its p10 to its p90.");
+    expect_text(text, "10.500\n"); // its p10 in a column of its own: no ±
+    assert_null(strstr(text, "10.500 ±"));
+    assert_null(strstr(text, "Shown. A median"));
+    free(text);
+}
+
 static void test_malformed_run_csv(void **state) {
     (void)state;
     char run[700], path[800], tmpl[700], out[700];
@@ -732,7 +767,7 @@ int main(void) {
         cmocka_unit_test(test_single_report),     cmocka_unit_test(test_compare_report),
         cmocka_unit_test(test_compare_default_path), cmocka_unit_test(test_compare_many),
         cmocka_unit_test(test_table_of_template_rows), cmocka_unit_test(test_names_and_legend_rules),
-        cmocka_unit_test(test_template_mistakes),
+        cmocka_unit_test(test_template_mistakes),   cmocka_unit_test(test_median_spread_in_tables),
         cmocka_unit_test(test_malformed_run_csv), cmocka_unit_test(test_requires_rows_of_a_backend),
         cmocka_unit_test(test_command_line),      cmocka_unit_test(test_table_words_stay_whole),
     };
