@@ -94,7 +94,8 @@ static int number_cell(const Block *b, const char *key, const Source *s, int row
 
 // The series a row belongs to: its series-column values, each with its variable where the
 // value alone would not say what it is ("T = 0.7", "prefix sharing off"), and the y column's
-// label when there are several y columns.
+// label when there are several y columns, or when the one series stands beside a reference
+// curve (whose legend entry would otherwise be the only one, naming the wrong line).
 static void series_label(const Report *r, const Block *b, const Source *s, int row, int yi, char *buf, size_t size) {
     buf[0] = '\0';
     for (int i = 0; i < s->n_series; i++) {
@@ -102,7 +103,7 @@ static void series_label(const Report *r, const Block *b, const Source *s, int r
         snprintf(buf + used, size - used, "%s", i ? ", " : "");
         append_series_value(r, s->t->names[s->series[i]], table_cell(s->t, row, s->series[i]), buf, size);
     }
-    if (s->n_y < 2) return;
+    if (s->n_y < 2 && !(s->n_series == 0 && s->n_ref > 0)) return;
     int n_labels;
     char **labels = split_list(block_option(b, "labels"), &n_labels), name[200];
     const char *label = yi < n_labels ? labels[yi] : display_name(r, s->t->names[s->y[yi]], name, sizeof name);
@@ -498,11 +499,13 @@ static int figure_problem(const Report *r, const Block *b, const char *key, cons
 
 // Every drawn series must be in the legend, and a panel holds at most MAX_PANEL_SERIES
 // (a roofline whose points carry their own labels is read by the labels, not the colours).
-static int check_legend(const Report *r, const Block *b, const Chart *c, const SeriesIndex *measured, const char *id,
-                        Error *err) {
-    int n = 0;
+static int check_legend(const Report *r, const Block *b, const Chart *c, const SeriesIndex *measured, int has_ref,
+                        const char *id, Error *err) {
+    int n = 0, unnamed = 0;
     char what[200];
-    for (int i = 0; i < measured->n; i++) n += measured->labels[i][0] != '\0';
+    for (int i = 0; i < measured->n; i++) n += measured->labels[i][0] != '\0', unnamed += measured->labels[i][0] == '\0';
+    snprintf(what, sizeof what, "draws a series that its legend does not name beside the reference curve's entry");
+    if (c->legend && has_ref && unnamed && figure_problem(r, b, "legend", id, what, err)) return -1;
     snprintf(what, sizeof what, "draws %d series, more than the %d one panel keeps apart: split it into panels "
              "with where: (small multiples) or draw fewer", n, MAX_PANEL_SERIES);
     int self_labelled = c->kind == CHART_ROOFLINE && block_option(b, "label");
@@ -522,7 +525,7 @@ static int xy_figure(Report *r, const Block *b, Source *src, int n_src, const ch
     if (status == 0) status = add_rows(r, &c, b, src, n_src, &measured, NULL, n_points, err);
     if (status == 0) status = add_rows(r, &c, b, src, n_src, &refs, &measured, &n_refs, err);
     for (int i = 0; status == 0 && c.kind == CHART_LINE && i < c.n_series; i++) sort_by_x(&c.series[i]);
-    if (status == 0) status = check_legend(r, b, &c, &measured, id, err);
+    if (status == 0) status = check_legend(r, b, &c, &measured, n_refs > 0, id, err);
     if (status == 0 && c.kind == CHART_LINE && n_src == 1) chart_join_coinciding(&c);
     if (status == 0) status = add_style_keys(r, b, &c, src, n_src, n_refs > 0, err);
     if (status == 0 && c.kind != CHART_BAR) status = add_ceilings(r, b, &c, err); // line: peaks only

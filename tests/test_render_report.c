@@ -550,7 +550,8 @@ static void test_table_of_template_rows(void **state) {
 // Legends and names a reader can decode: a series' label carries its variable ("T = 0.7",
 // "sharing off") or the name display_names.csv gives it, a header without `headers:` takes
 // the column's display name, and a figure with more series than one panel keeps apart, or
-// several series and no legend, is an error under --strict (a warning otherwise).
+// several series and no legend, or a series the legend leaves unnamed beside a reference curve's
+// entry, is an error under --strict (a warning otherwise).
 static void test_names_and_legend_rules(void **state) {
     (void)state;
     char run[700], path[800], tmpl[800], out[800], csv[2048] = "x,y_value,k,temperature,sharing\n";
@@ -594,6 +595,8 @@ static void test_names_and_legend_rules(void **state) {
          "draws 2 series with legend: none"},
         {"@figure\ncsv: s.csv\nwhere: k<=6\nx: x\ny: y_value\nseries: k, temperature\n@end\n", NULL},
         {"@figure\ncsv: s.csv\nwhere: k=1\nx: x\ny: y_value\nlegend: none\n@end\n", NULL},
+        // one series beside a reference curve: both named, not the reference alone
+        {"@figure\ncsv: s.csv\nwhere: k=1\nx: x\ny: y_value\nref: x\n@end\n", NULL},
     };
     snprintf(tmpl, sizeof tmpl, "%s/legend.tmpl", run);
     snprintf(out, sizeof out, "%s/legend.pdf", run);
