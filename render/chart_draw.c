@@ -529,11 +529,12 @@ static void draw_ceilings(Plot *p) {
     for (int i = 0; i < c->n_peaks; i++) { // flat ceilings from the steepest slope on
         const Ceiling *pk = &c->peaks[i];
         if (!(pk->value > 0)) continue;
-        double xa = top_bw > 0 ? fmax(p->xa.lo, pk->value / top_bw) : p->xa.lo;
+        // from the plot's left edge (a bar chart's x axis holds categories, not numbers)
+        double left = top_bw > 0 ? map_x(p, fmax(p->xa.lo, pk->value / top_bw)) : p->plot.x0;
         set_colour(cr, -1, 0);
         set_line(cr, pk->style, 1.3);
-        cairo_move_to(cr, map_x(p, xa), map_y(p, pk->value));
-        cairo_line_to(cr, map_x(p, p->xa.hi), map_y(p, pk->value));
+        cairo_move_to(cr, left, map_y(p, pk->value));
+        cairo_line_to(cr, p->plot.x1, map_y(p, pk->value));
         cairo_stroke(cr);
         // above the line, or below it when the line runs along the top of the plot
         int above = map_y(p, pk->value) - p->plot.y0 > text_height(TICK_SIZE) + 2;
@@ -734,8 +735,10 @@ static void draw_xy_body(Plot *p) {
     cairo_save(cr);
     cairo_rectangle(cr, p->plot.x0 - 4, p->plot.y0 - 4, p->plot.x1 - p->plot.x0 + 8, p->plot.y1 - p->plot.y0 + 8);
     cairo_clip(cr);
-    if (c->kind == CHART_BAR) draw_bars(p);
-    else {
+    if (c->kind == CHART_BAR) {
+        draw_bars(p);
+        draw_ceilings(p); // over the bars, which it is read against
+    } else {
         draw_ceilings(p);
         for (int i = 0; i < c->n_series; i++) draw_band(p, &c->series[i]);
         for (int i = 0; i < c->n_series; i++) draw_line_series(p, &c->series[i]);

@@ -256,6 +256,20 @@ static int check_not_aliased(Parser *q, const Ref *r) {
                 c_what >= 0 ? ")" : "", name);
 }
 
+int query_check_shown(RunData *run, const char *file, const Filter *where, int col, Error *err) {
+    Ref r = {0};
+    if (!(r.table = rundata_table(run, file, err))) return QUERY_ERROR;
+    r.col = col;
+    r.rows = mallocCheck((size_t)(r.table->n_rows + 1) * sizeof *r.rows);
+    for (int i = 0; i < r.table->n_rows; i++)
+        if (filter_match(where, r.table, i)) r.rows[r.n_rows++] = i;
+    snprintf(r.desc, sizeof r.desc, "%s:%s", file, r.table->names[col]);
+    Parser q = {r.desc, r.desc, run, err};
+    int status = check_not_aliased(&q, &r);
+    free(r.rows);
+    return status;
+}
+
 // q(NAME): the quantity's one source, evaluated in this run.
 static int parse_quantity(Parser *q, Value *out) {
     char *name;

@@ -63,6 +63,11 @@ int query_eval(const char *expr, RunData *run, Value *out, Error *err);
 // Evaluate "EXPR | FORMAT UNIT" and write the formatted result.
 int query_format(const char *placeholder, RunData *run, char *buf, size_t size, Error *err);
 
+// A table or figure that shows column `col` of `file` for the rows `where` selects is held to
+// the placeholders' rule of one number per quantity (quantities.csv): QUERY_ERROR, with the
+// quantity to quote instead, when those cells are listed under a quantity's `also`.
+int query_check_shown(RunData *run, const char *file, const Filter *where, int col, Error *err);
+
 // Fill every {placeholder} in text ("{{" and "}}" are literal braces). With several runs
 // (at most MAX_RUNS) each placeholder shows "A → B → C" (once when all agree). `where` ("file:line") prefixes
 // messages. QUERY_NO_DATA prints "n/a" and a warning, or fails when strict. Returns a

@@ -49,6 +49,22 @@ static int resolve_columns(const Block *b, const char *key, const Table *t, int 
     return status;
 }
 
+// The y and ref columns drawn may not be a named quantity's second source (quantities.csv):
+// draw that quantity as `peak: q(NAME)` instead.
+static int check_one_source(const Block *b, const Source *s, Error *err) {
+    const char *keys[] = {"y", "ref"};
+    const int *cols[] = {s->y, s->ref}, n[] = {s->n_y, s->n_ref};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < n[k]; i++) {
+            Error e;
+            if (query_check_shown(s->run, block_option(b, "csv"), &s->where, cols[k][i], &e) == QUERY_OK) continue;
+            char where[PATH_MAX + 16];
+            block_where(b, keys[k], where, sizeof where);
+            return error_set(err, "%s: %s", where, e.msg);
+        }
+    return 0;
+}
+
 static int open_source(const Block *b, RunData *run, Source *s, Error *err) {
     memset(s, 0, sizeof *s);
     s->run = run;
@@ -76,7 +92,7 @@ static int open_source(const Block *b, RunData *run, Source *s, Error *err) {
     block_where(b, "ref", where, sizeof where);
     if (s->n_ref > 0 && s->n_ref != s->n_y)
         return error_set(err, "%s: give one ref column per y column (%d y, %d ref)", where, s->n_y, s->n_ref);
-    return 0;
+    return check_one_source(b, s, err);
 }
 
 // A cell that must be a number (or empty, which is NAN); text is an error naming the CSV line.
@@ -528,7 +544,7 @@ static int xy_figure(Report *r, const Block *b, Source *src, int n_src, const ch
     if (status == 0) status = check_legend(r, b, &c, &measured, n_refs > 0, id, err);
     if (status == 0 && c.kind == CHART_LINE && n_src == 1) chart_join_coinciding(&c);
     if (status == 0) status = add_style_keys(r, b, &c, src, n_src, n_refs > 0, err);
-    if (status == 0 && c.kind != CHART_BAR) status = add_ceilings(r, b, &c, err); // line: peaks only
+    if (status == 0) status = add_ceilings(r, b, &c, err); // line and bar: peaks only
     if (status == 0) queue_figure(r, &c, height, id, label, caption);
     free_index(&measured);
     free_index(&refs);

@@ -237,6 +237,15 @@ static int plain_table(Report *r, const Block *b, RunData *run, const char *labe
         free_selection(&s);
         return -1;
     }
+    for (int c = 0; c < cols.n; c++) { // no named quantity's second source (quantities.csv)
+        Error e;
+        if (query_check_shown(run, block_option(b, "csv"), &s.where, cols.cols[c], &e) == QUERY_OK) continue;
+        char where[PATH_MAX + 16];
+        block_where(b, "columns", where, sizeof where);
+        free_columns(&cols);
+        free_selection(&s);
+        return error_set(err, "%s: %s", where, e.msg);
+    }
     PdfTable pt = new_pdf_table(cols.n, s.n_rows);
     for (int c = 0; c < cols.n; c++) {
         pt.headers[c] = dup_string(cols.headers[c]);

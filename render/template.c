@@ -37,7 +37,7 @@ static const struct {
     {"zlabel", K_HEATMAP, 0, 0},        {"zmin", K_HEATMAP, 0, 0},
     {"zmax", K_HEATMAP, 0, 0},          {"format", K_HEATMAP, 0, 0},
     {"zscale", K_HEATMAP, 0, 0},
-    {"label", K_ROOFLINE, 0, 0},        {"peak", K_LINE | K_ROOFLINE, K_ROOFLINE, 1},
+    {"label", K_ROOFLINE, 0, 0},        {"peak", K_LINE | K_BAR | K_ROOFLINE, K_ROOFLINE, 1},
     {"bandwidth", K_ROOFLINE, K_ROOFLINE, 1},
     {"columns", K_TABLE, 0, 0},         {"headers", K_TABLE, 0, 0},
     {"formats", K_TABLE, 0, 0},         {"keys", K_TABLE, 0, 0},

@@ -457,6 +457,47 @@ static void test_table_words_stay_whole(void **state) {
     free(words);
 }
 
+// One number per quantity in tables and figures too: a column or a drawn series that shows a
+// cell quantities.csv lists under a quantity's `also` is an error naming the quantity, while
+// the same column's other rows, and the quantity drawn as a `peak: q(...)` line, are fine.
+static void test_one_source_in_tables_and_figures(void **state) {
+    (void)state;
+    char run[700], path[800], tmpl[800], out[800];
+    snprintf(run, sizeof run, "%s/run_quantity", scratch);
+    mkdir(run, 0777);
+    snprintf(path, sizeof path, "%s/peaks.csv", run);
+    write_text(path, "device,source,gflop_s\ncpu,budget,196\ncpu,attention,189.5\ngpu,attention,5000\n");
+    snprintf(path, sizeof path, "%s/quantities.csv", run);
+    write_text(path, "name,source,also,what\nsgemm,\"peaks.csv:gflop_s[device=cpu,source=budget]\","
+                     "\"peaks.csv:gflop_s[device=cpu,source=attention]\",the CPU's sgemm rate\n");
+    struct {
+        const char *body, *error; // error: NULL when the block is fine
+    } cases[] = {
+        {"@table\ncsv: peaks.csv\ncolumns: device, gflop_s\n@end\n", "repeats the quantity 'sgemm'"},
+        {"@table\ncsv: peaks.csv\nwhere: device=gpu\ncolumns: device, gflop_s\n@end\n", NULL},
+        {"@figure\nkind: bar\ncsv: peaks.csv\nx: source\ny: gflop_s\n@end\n", "repeats the quantity 'sgemm'"},
+        {"@figure\nkind: bar\ncsv: peaks.csv\nwhere: device=gpu\nx: source\ny: gflop_s\npeak: q(sgemm) ; sgemm\n@end\n",
+         NULL},
+    };
+    snprintf(tmpl, sizeof tmpl, "%s/quantity.tmpl", run);
+    snprintf(out, sizeof out, "%s/quantity.pdf", run);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[600];
+        snprintf(body, sizeof body, "@section Quantities\n%s", cases[i].body);
+        write_text(tmpl, body);
+        ReportOptions o = report_defaults();
+        o.template_path = tmpl;
+        o.out_path = out;
+        o.figures_dir = run;
+        Error err = {{0}};
+        int status = report_render(&o, run, &err);
+        if (cases[i].error) {
+            assert_int_equal(status, -1);
+            if (!strstr(err.msg, cases[i].error)) fail_msg("case %zu: got '%s'", i, err.msg);
+        } else if (status) fail_msg("case %zu: %s", i, err.msg);
+    }
+}
+
 // --- mistakes -------------------------------------------------------------------------------
 
 // Render run_a with a template holding `body`; expect failure with `what`, and no new PDF.
@@ -770,6 +811,7 @@ int main(void) {
         cmocka_unit_test(test_single_report),     cmocka_unit_test(test_compare_report),
         cmocka_unit_test(test_compare_default_path), cmocka_unit_test(test_compare_many),
         cmocka_unit_test(test_table_of_template_rows), cmocka_unit_test(test_names_and_legend_rules),
+        cmocka_unit_test(test_one_source_in_tables_and_figures),
         cmocka_unit_test(test_template_mistakes),   cmocka_unit_test(test_median_spread_in_tables),
         cmocka_unit_test(test_malformed_run_csv), cmocka_unit_test(test_requires_rows_of_a_backend),
         cmocka_unit_test(test_command_line),      cmocka_unit_test(test_table_words_stay_whole),
