@@ -382,21 +382,30 @@ static void write_wide_run(const char *run, const char *const *header, const cha
     write_text(path, text);
 }
 
+// Render run with template `text` written to run/NAME.tmpl, into run/NAME.pdf (its path in
+// out); the status.
+static int render_in(const char *run, const char *name, const char *text, int strict, char *out, size_t size,
+                     Error *err) {
+    char tmpl[800];
+    snprintf(tmpl, sizeof tmpl, "%s/%s.tmpl", run, name);
+    snprintf(out, size, "%s/%s.pdf", run, name);
+    write_text(tmpl, text);
+    ReportOptions o = report_defaults();
+    o.template_path = tmpl;
+    o.out_path = out;
+    o.figures_dir = run;
+    o.strict = strict;
+    return report_render(&o, run, err);
+}
+
 // Render `run` with one table of all of wide.csv's columns; the status and the PDF's words.
 static int render_wide(const char *run, const char *const *header, int n_cols, int strict, PdfWord **words, int *n_words, Error *err) {
-    char tmpl[800], out[800], body[4096] = "@section Wide\n@table\ncsv: wide.csv\ncolumns: ";
+    char out[800], body[4096] = "@section Wide\n@table\ncsv: wide.csv\ncolumns: ";
     for (int c = 0; c < n_cols; c++) snprintf(body + strlen(body), sizeof body - strlen(body), "%s%s", c ? ", " : "", header[c]);
     strcat(body, "\nheaders: "); // as written, '_' and all (a header without it would be the display name)
     for (int c = 0; c < n_cols; c++) snprintf(body + strlen(body), sizeof body - strlen(body), "%s%s", c ? ", " : "", header[c]);
     strcat(body, "\nformats: raw\ncaption: A wide table.\n@end\n");
-    snprintf(tmpl, sizeof tmpl, "%s/wide.tmpl", run);
-    snprintf(out, sizeof out, "%s/wide.pdf", run);
-    write_text(tmpl, body);
-    ReportOptions o = report_defaults();
-    o.template_path = tmpl;
-    o.out_path = out;
-    o.strict = strict;
-    int status = report_render(&o, run, err);
+    int status = render_in(run, "wide", body, strict, out, sizeof out, err);
     if (status == 0) *words = pdf_words(out, n_words);
     return status;
 }
@@ -457,12 +466,25 @@ static void test_table_words_stay_whole(void **state) {
     free(words);
 }
 
+// Render `body` under a section heading (run/case.tmpl into run/case.pdf), and check the
+// outcome of case i: a failure whose message holds `error`, or success when it is NULL.
+static void expect_block(const char *run, const char *body, int strict, const char *error, size_t i) {
+    char out[800], text[700];
+    snprintf(text, sizeof text, "@section Case\n%s", body);
+    Error err = {{0}};
+    int status = render_in(run, "case", text, strict, out, sizeof out, &err);
+    if (error) {
+        assert_int_equal(status, -1);
+        if (!strstr(err.msg, error)) fail_msg("case %zu: got '%s', want '%s'", i, err.msg, error);
+    } else if (status) fail_msg("case %zu (strict %d): %s", i, strict, err.msg);
+}
+
 // One number per quantity in tables and figures too: a column or a drawn series that shows a
 // cell quantities.csv lists under a quantity's `also` is an error naming the quantity, while
 // the same column's other rows, and the quantity drawn as a `peak: q(...)` line, are fine.
 static void test_one_source_in_tables_and_figures(void **state) {
     (void)state;
-    char run[700], path[800], tmpl[800], out[800];
+    char run[700], path[800];
     snprintf(run, sizeof run, "%s/run_quantity", scratch);
     mkdir(run, 0777);
     snprintf(path, sizeof path, "%s/peaks.csv", run);
@@ -479,23 +501,7 @@ static void test_one_source_in_tables_and_figures(void **state) {
         {"@figure\nkind: bar\ncsv: peaks.csv\nwhere: device=gpu\nx: source\ny: gflop_s\npeak: q(sgemm) ; sgemm\n@end\n",
          NULL},
     };
-    snprintf(tmpl, sizeof tmpl, "%s/quantity.tmpl", run);
-    snprintf(out, sizeof out, "%s/quantity.pdf", run);
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char body[600];
-        snprintf(body, sizeof body, "@section Quantities\n%s", cases[i].body);
-        write_text(tmpl, body);
-        ReportOptions o = report_defaults();
-        o.template_path = tmpl;
-        o.out_path = out;
-        o.figures_dir = run;
-        Error err = {{0}};
-        int status = report_render(&o, run, &err);
-        if (cases[i].error) {
-            assert_int_equal(status, -1);
-            if (!strstr(err.msg, cases[i].error)) fail_msg("case %zu: got '%s'", i, err.msg);
-        } else if (status) fail_msg("case %zu: %s", i, err.msg);
-    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) expect_block(run, cases[i].body, 0, cases[i].error, i);
 }
 
 // --- mistakes -------------------------------------------------------------------------------
@@ -639,25 +645,10 @@ static void test_names_and_legend_rules(void **state) {
         // one series beside a reference curve: both named, not the reference alone
         {"@figure\ncsv: s.csv\nwhere: k=1\nx: x\ny: y_value\nref: x\n@end\n", NULL},
     };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int strict = 0; strict < 2; strict++) expect_block(run, cases[i].body, strict, strict ? cases[i].error : NULL, i);
     snprintf(tmpl, sizeof tmpl, "%s/legend.tmpl", run);
     snprintf(out, sizeof out, "%s/legend.pdf", run);
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char body[600];
-        snprintf(body, sizeof body, "@section Legends\n%s", cases[i].body);
-        write_text(tmpl, body);
-        ReportOptions o = report_defaults();
-        o.template_path = tmpl;
-        o.out_path = out;
-        o.figures_dir = run;
-        for (int strict = 0; strict < 2; strict++) {
-            o.strict = strict;
-            int status = report_render(&o, run, &err);
-            if (strict && cases[i].error) {
-                assert_int_equal(status, -1);
-                if (!strstr(err.msg, cases[i].error)) fail_msg("case %zu: got '%s'", i, err.msg);
-            } else if (status) fail_msg("case %zu (strict %d): %s", i, strict, err.msg);
-        }
-    }
 
     require_poppler();
     snprintf(path, sizeof path, "%s/gaps.csv", run);
