@@ -119,9 +119,9 @@ static int teardown(void **state) {
 
 // bin/serving's metric columns, after each table's keys.
 #define SERVING_METRICS                                                                                          \
-    "rate_req_s,request_throughput_req_s,output_throughput_tok_s,ttft_ms_mean,ttft_ms_median,ttft_ms_p99," \
-    "tpot_ms_mean,tpot_ms_median,tpot_ms_p99,itl_ms_mean,itl_ms_median,itl_ms_p99,kv_util,waited_frac," \
-    "preempted_frac,n_requests,n_steps"
+    "rate_req_s,request_throughput_req_s,output_throughput_tok_s,ttft_ms_mean,ttft_ms_median,ttft_ms_p10,"  \
+    "ttft_ms_p90,ttft_ms_p99,tpot_ms_mean,tpot_ms_median,tpot_ms_p10,tpot_ms_p90,tpot_ms_p99,itl_ms_mean,"      \
+    "itl_ms_median,itl_ms_p10,itl_ms_p90,itl_ms_p99,kv_util,waited_frac,preempted_frac,n_requests,n_steps"
 
 // The quick profile's sweeps fix every table's size (see each experiment's settings).
 static const struct {

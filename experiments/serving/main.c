@@ -16,7 +16,7 @@
 // Metrics, as vLLM's benchmark_serving defines them: TTFT (arrival to first token), TPOT per
 // request ((last token - first token) / (output tokens - 1), requests of one token left
 // out), ITL (every gap between consecutive tokens, all requests pooled), each as mean,
-// median and p99; request and output-token throughput over the run (first arrival to last
+// median, p10, p90 and p99 (the p10-p90 range is the spread a table's ± shows); request and output-token throughput over the run (first arrival to last
 // token); KV utilisation (positions stored / positions reserved, time-weighted); the
 // fraction of requests that waited in the queue through a step, and that were preempted.
 //
@@ -95,7 +95,7 @@ static long calibration_context;
 // ---- metrics ----------------------------------------------------------------------------------
 
 typedef struct {
-    double mean, median, p99;
+    double mean, median, p10, p90, p99; // over the requests (TTFT, TPOT) or the tokens (ITL)
 } Summary;
 
 static int cmp_double(const void *a, const void *b) {
@@ -111,12 +111,14 @@ static double percentile(const double *sorted, int n, double q) {
 }
 
 static Summary summarise(double *x, int n) {
-    Summary s = {0, 0, 0};
+    Summary s = {0};
     if (n == 0) return s;
     qsort(x, n, sizeof(double), cmp_double);
     for (int i = 0; i < n; i++) s.mean += x[i];
     s.mean /= n;
     s.median = percentile(x, n, 50);
+    s.p10 = percentile(x, n, 10);
+    s.p90 = percentile(x, n, 90);
     s.p99 = percentile(x, n, 99);
     return s;
 }
@@ -154,17 +156,23 @@ static Metrics metrics_of(const Request *reqs, const Outcome *out, int n, const 
     return m;
 }
 
+#define SUMMARY_COLUMNS(x) x "_mean," x "_median," x "_p10," x "_p90," x "_p99,"
 #define METRIC_COLUMNS                                                                                          \
-    "rate_req_s,request_throughput_req_s,output_throughput_tok_s,ttft_ms_mean,ttft_ms_median,ttft_ms_p99,"      \
-    "tpot_ms_mean,tpot_ms_median,tpot_ms_p99,itl_ms_mean,itl_ms_median,itl_ms_p99,kv_util,waited_frac,"          \
-    "preempted_frac,n_requests,n_steps"
+    "rate_req_s,request_throughput_req_s,output_throughput_tok_s," SUMMARY_COLUMNS("ttft_ms")                  \
+    SUMMARY_COLUMNS("tpot_ms") SUMMARY_COLUMNS("itl_ms") "kv_util,waited_frac,preempted_frac,n_requests,n_steps"
+
+static void summary_cells(const Summary *s, char *buf, size_t size) {
+    snprintf(buf, size, "%.6g,%.6g,%.6g,%.6g,%.6g", s->mean, s->median, s->p10, s->p90, s->p99);
+}
 
 // The metric columns after the key columns already in `keys`.
 static void metrics_row(CsvWriter *w, const char *keys, const Metrics *m) {
-    csv_row(w, "%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%d", keys,
-            m->rate_req_s, m->req_s, m->tok_s, m->ttft_ms.mean, m->ttft_ms.median, m->ttft_ms.p99, m->tpot_ms.mean,
-            m->tpot_ms.median, m->tpot_ms.p99, m->itl_ms.mean, m->itl_ms.median, m->itl_ms.p99, m->kv_util, m->waited,
-            m->preempted, m->n, m->n_steps);
+    char ttft[128], tpot[128], itl[128];
+    summary_cells(&m->ttft_ms, ttft, sizeof ttft);
+    summary_cells(&m->tpot_ms, tpot, sizeof tpot);
+    summary_cells(&m->itl_ms, itl, sizeof itl);
+    csv_row(w, "%s,%.6g,%.6g,%.6g,%s,%s,%s,%.6g,%.6g,%.6g,%d,%d", keys, m->rate_req_s, m->req_s, m->tok_s, ttft, tpot,
+            itl, m->kv_util, m->waited, m->preempted, m->n, m->n_steps);
 }
 
 // ---- runs -------------------------------------------------------------------------------------
