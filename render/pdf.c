@@ -133,16 +133,26 @@ static void push_word(Words *ws, const char *s, int len, HPDF_Font font, int new
     ws->w[ws->n++] = (Word){s, len, font, measure(font, s, len, ws->size), newline};
 }
 
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
 // The length of the unit after a number ("KiB" in "144 KiB"): a word of at most 5 bytes
-// without digits after one space, or 0. A number and its unit stay on one line.
+// without digits after one space, or 0. A number (a word that starts with a digit, or a
+// sign or point and a digit, and ends with one: not "p50") and its unit stay on one line.
 static int unit_after(const char *s, int len) {
-    if (len == 0 || s[len - 1] < '0' || s[len - 1] > '9' || s[len] != ' ') return 0;
+    int number = len > 0 && (is_digit(s[0]) || (len > 1 && strchr("+-.", s[0]) && is_digit(s[1])));
+    if (!number || !is_digit(s[len - 1]) || s[len] != ' ') return 0;
     const char *u = s + len + 1;
     int n = (int)strcspn(u, " \t\r\n");
     if (n == 0 || n > 5) return 0;
     for (int i = 0; i < n; i++)
-        if (u[i] >= '0' && u[i] <= '9') return 0;
+        if (is_digit(u[i])) return 0;
     return n;
+}
+
+// The length of the word at s: up to the next space or line break, a number with its unit.
+static int word_length(const char *s) {
+    int len = (int)strcspn(s, " \t\r\n"), unit = unit_after(s, len);
+    return unit ? len + 1 + unit : len;
 }
 
 // Split text at spaces (and line breaks, which force a new line) into words in `font`; a
@@ -159,8 +169,7 @@ static void add_words(Words *ws, const char *text, HPDF_Font font) {
             s++;
             continue;
         }
-        int len = (int)strcspn(s, " \t\r\n"), unit = unit_after(s, len);
-        if (unit) len += 1 + unit;
+        int len = word_length(s);
         push_word(ws, s, len, font, newline);
         newline = 0;
         s += len;
@@ -175,7 +184,7 @@ static int is_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <=
 static int soft_break(const char *s, int len, int i) {
     if (i < 2 || i >= len || !is_alnum(s[i - 2]) || !is_alnum(s[i])) return 0;
     char c = s[i - 1];
-    return c == '_' || c == '/' || (c == '-' && !(s[i] >= '0' && s[i] <= '9') && !(s[i - 2] >= '0' && s[i - 2] <= '9'));
+    return c == '_' || c == '/' || (c == '-' && !is_digit(s[i]) && !is_digit(s[i - 2]));
 }
 
 // Length of the prefix of w to put on a line of `width`: the longest that ends at a soft
@@ -591,7 +600,7 @@ static double natural_width(HPDF_Font font, const char *text, double size) {
 static double widest_piece(HPDF_Font font, const char *text, double size, int soft) {
     double w = 0;
     for (const char *s = text; *s;) {
-        int len = (int)strcspn(s, " \t\r\n"), start = 0;
+        int len = word_length(s), start = 0;
         for (int i = 1; i <= len; i++)
             if (i == len || (soft && soft_break(s, len, i))) {
                 w = fmax(w, measure(font, s + start, i - start, size));
