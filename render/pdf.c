@@ -143,15 +143,17 @@ static int unit_after(const char *s, int len) {
     if (!number || !is_digit(s[len - 1]) || s[len] != ' ') return 0;
     const char *u = s + len + 1;
     int n = (int)strcspn(u, " \t\r\n");
-    if (n == 0 || n > 5) return 0;
+    if (n == 0 || n > 5 || strncmp(u, "±", 2) == 0) return 0; // a spread is no unit
     for (int i = 0; i < n; i++)
         if (is_digit(u[i])) return 0;
     return n;
 }
 
-// The length of the word at s: up to the next space or line break, a number with its unit.
+// The length of the word at s: up to the next space or line break, a number with its unit,
+// and a spread with its sign ("± 31" of "48.5 ± 31": a line may break before the ±, not after).
 static int word_length(const char *s) {
     int len = (int)strcspn(s, " \t\r\n"), unit = unit_after(s, len);
+    if (len == 2 && strncmp(s, "±", 2) == 0 && s[2] == ' ') return 3 + (int)strcspn(s + 3, " \t\r\n");
     return unit ? len + 1 + unit : len;
 }
 

@@ -439,17 +439,22 @@ static void test_table_words_stay_whole(void **state) {
     // two words, each whole (gluing them as a number and its unit cut "m" from "s")
     static const char *const serve_h[] = {"policy", "KV cache", "prefix sharing", "tok/s", "TTFT p50 ms", "TTFT p99 ms",
                                           "TPOT p50 ms", "TPOT p99 ms", "KV util.", "waited", "preempted"};
-    static const char *const serve_r[] = {"continuous", "reserve", "off", "2102", "81.5", "182",
-                                          "0.582", "0.811", "42.9%", "45.3%", "0%"};
+    static const char *const serve_r[] = {"continuous", "reserve", "off", "2102", "81.5 ± 31", "182",
+                                          "0.582 ± 0.22", "0.811", "42.9%", "45.3%", "0%"};
     snprintf(run, sizeof run, "%s/run_serve", scratch);
     write_wide_run(run, serve_h, serve_r, 11, 3);
     if (render_wide(run, serve_h, 11, 1, &words, &n, &err)) fail_msg("%s", err.msg);
-    int n_ms = 0;
+    int n_ms = 0, n_spread = 0;
     for (int k = 0; k < n; k++) {
         if (strcmp(words[k].text, "m") == 0 || strcmp(words[k].text, "s") == 0) fail_msg("a header's 'ms' is cut");
         n_ms += strcmp(words[k].text, "ms") == 0;
+        if (strcmp(words[k].text, "±") != 0) continue; // a spread's sign stays on the line of its number
+        n_spread++;
+        assert_true(k + 1 < n);
+        if (fabs(words[k + 1].y - words[k].y) > 0.5) fail_msg("'± %s' is split across lines", words[k + 1].text);
     }
     assert_int_equal(n_ms, 4);
+    assert_int_equal(n_spread, 6); // 3 rows, 2 cells each
     free(words);
 
     // snake_case headers too long for any type size: they break after '_', never inside a piece
