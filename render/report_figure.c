@@ -520,8 +520,8 @@ static int check_legend(const Report *r, const Block *b, const Chart *c, const S
     int n = 0, unnamed = 0;
     char what[200];
     for (int i = 0; i < measured->n; i++) n += measured->labels[i][0] != '\0', unnamed += measured->labels[i][0] == '\0';
-    snprintf(what, sizeof what, "draws a series that its legend does not name beside the reference curve's entry");
-    if (c->legend && has_ref && unnamed && figure_problem(r, b, "legend", id, what, err)) return -1;
+    const char *unnamed_what = "draws a series that its legend does not name beside the reference curve's entry";
+    if (c->legend && has_ref && unnamed && figure_problem(r, b, "legend", id, unnamed_what, err)) return -1;
     snprintf(what, sizeof what, "draws %d series, more than the %d one panel keeps apart: split it into panels "
              "with where: (small multiples) or draw fewer", n, MAX_PANEL_SERIES);
     int self_labelled = c->kind == CHART_ROOFLINE && block_option(b, "label");

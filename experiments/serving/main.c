@@ -16,9 +16,10 @@
 // Metrics, as vLLM's benchmark_serving defines them: TTFT (arrival to first token), TPOT per
 // request ((last token - first token) / (output tokens - 1), requests of one token left
 // out), ITL (every gap between consecutive tokens, all requests pooled), each as mean,
-// median, p10, p90 and p99 (the p10-p90 range is the spread a table's ± shows); request and output-token throughput over the run (first arrival to last
-// token); KV utilisation (positions stored / positions reserved, time-weighted); the
-// fraction of requests that waited in the queue through a step, and that were preempted.
+// median, p10, p90 and p99 (p10-p90 is the spread a report table's ± shows); request and
+// output-token throughput over the run (first arrival to last token); KV utilisation
+// (positions stored / positions reserved, time-weighted); the fraction of requests that
+// waited in the queue through a step, and that were preempted.
 //
 // Request rates are fractions (load_frac) of the capacity measured first: continuous
 // batching over the paged cache with every request arriving at once. Past this machine the
