@@ -382,6 +382,13 @@ static void write_wide_run(const char *run, const char *const *header, const cha
     write_text(path, text);
 }
 
+// Write `text` to run/NAME.
+static void write_run_file(const char *run, const char *name, const char *text) {
+    char path[800];
+    snprintf(path, sizeof path, "%s/%s", run, name);
+    write_text(path, text);
+}
+
 // Render run with template `text` written to run/NAME.tmpl, into run/NAME.pdf (its path in
 // out); the status.
 static int render_in(const char *run, const char *name, const char *text, int strict, char *out, size_t size,
@@ -506,13 +513,11 @@ static void expect_block(const char *run, const char *body, int strict, const ch
 // the same column's other rows, and the quantity drawn as a `peak: q(...)` line, are fine.
 static void test_one_source_in_tables_and_figures(void **state) {
     (void)state;
-    char run[700], path[800];
+    char run[700];
     snprintf(run, sizeof run, "%s/run_quantity", scratch);
     mkdir(run, 0777);
-    snprintf(path, sizeof path, "%s/peaks.csv", run);
-    write_text(path, "device,source,gflop_s\ncpu,budget,196\ncpu,attention,189.5\ngpu,attention,5000\n");
-    snprintf(path, sizeof path, "%s/quantities.csv", run);
-    write_text(path, "name,source,also,what\nsgemm,\"peaks.csv:gflop_s[device=cpu,source=budget]\","
+    write_run_file(run, "peaks.csv", "device,source,gflop_s\ncpu,budget,196\ncpu,attention,189.5\ngpu,attention,5000\n");
+    write_run_file(run, "quantities.csv", "name,source,also,what\nsgemm,\"peaks.csv:gflop_s[device=cpu,source=budget]\","
                      "\"peaks.csv:gflop_s[device=cpu,source=attention]\",the CPU's sgemm rate\n");
     struct {
         const char *body, *error; // error: NULL when the block is fine
