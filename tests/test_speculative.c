@@ -522,6 +522,16 @@ static void test_bad_input_is_an_error(void **state) {
     sp = spec_params_default();
     sp.ngram_min = 0;
     expect_error(speculative_init(&sd, &p.target, NULL, &s, &sp, &err), &err, "ngram_min");
+    // samplers whose distribution is not a function of the tokens cannot be verified exactly
+    sp = spec_params_default();
+    SamplerParams stateful[2] = {sampler_params_default(), sampler_params_default()};
+    stateful[0].mirostat = 2;
+    stateful[1].chain = SAMPLER_CHAIN_LLAMA, stateful[1].xtc_probability = 0.5f;
+    for (int i = 0; i < 2; i++) {
+        Sampler m = sampler_or_fail(c.vocab_size, stateful[i]);
+        expect_error(speculative_init(&sd, &p.target, &p.draft, &m, &sp, &err), &err, "mirostat");
+        sampler_free(&m);
+    }
 
     // a context that does not fit: nothing is fed, and the boundary case itself fits
     sp = spec_params_default();

@@ -24,6 +24,9 @@ int speculative_init(Speculative *sd, Session *target, Session *draft, Sampler *
     if (sampler->vocab_size != V)
         return error_set(err, "speculative: the sampler's vocabulary (%d) is not the target's (%d)",
                          sampler->vocab_size, V);
+    if (!sampler_is_stateless(sampler))
+        return error_set(err, "speculative: exact verification needs the target's distribution to follow from the "
+                              "tokens alone; mirostat (its mu moves with each draw) and XTC (a coin per step) do not");
     if (draft && draft->engine->config.vocab_size != V)
         return error_set(err, "speculative: the draft's vocabulary (%d) is not the target's (%d)",
                          draft->engine->config.vocab_size, V);
