@@ -47,6 +47,7 @@
 #include "bench.h"
 #include "chat.h"
 #include "checkpoint.h"
+#include "dry_breakers.h"
 #include "lab.h"
 #include "session.h"
 #include "speculative.h"
@@ -56,6 +57,10 @@ static const char *model_path, *tokenizer_path, *prompt = "", *draft_path, *rope
 static long n_tokens, top_k, gamma_arg;
 static int lookup;
 static double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty, rope_factor;
+static double typical_p, top_n_sigma, xtc_probability, xtc_threshold, dry_multiplier, dry_base, dynatemp_range,
+    dynatemp_exponent, mirostat_tau, mirostat_eta;
+static long repeat_last_n, dry_allowed_length, dry_penalty_last_n, mirostat, n_probs;
+static const char *samplers = "llama.cpp", *logit_bias_arg, *dry_breaker, *stop;
 static uint64_t seed;
 static int ignore_eos, chat;
 static const char *perplexity_path;
@@ -82,6 +87,54 @@ static const LabOption OPTIONS[] = {
      .help = "OpenAI-style presence penalty (0 = off)", .def = "0", .min = -FLT_MAX, .max = FLT_MAX},
     {.name = "frequency-penalty", .kind = LAB_DOUBLE, .value = &frequency_penalty, .arg = "X",
      .help = "OpenAI-style frequency penalty (0 = off)", .def = "0", .min = -FLT_MAX, .max = FLT_MAX},
+    {.name = "repeat-last-n", .kind = LAB_INT, .value = &repeat_last_n, .arg = "N",
+     .help = "the penalties see the last N tokens (0 = penalties off, -1 = all)", .def = "64", .min = -1,
+     .max = INT_MAX},
+    {.name = "samplers", .kind = LAB_TEXT, .value = &samplers, .arg = "LIST",
+     .help = "the sampler chain, ';'-separated as llama.cpp's --samplers (penalties, dry, top_n_sigma, top_k,\n"
+             "typ_p, top_p, min_p, xtc, temperature), or a named chain: llama.cpp (its default order) or vllm\n"
+             "(penalties;temperature;min_p;top_k;top_p)"},
+    {.name = "typical", .kind = LAB_DOUBLE, .value = &typical_p, .arg = "P",
+     .help = "locally typical sampling, P in (0, 1] (1 = off)", .def = "1", .min = 0, .max = 1},
+    {.name = "top-nsigma", .kind = LAB_DOUBLE, .value = &top_n_sigma, .arg = "N",
+     .help = "keep logits within N standard deviations of the top one (0 = off)", .def = "0", .min = 0,
+     .max = FLT_MAX},
+    {.name = "xtc-probability", .kind = LAB_DOUBLE, .value = &xtc_probability, .arg = "P",
+     .help = "XTC: the chance per step of excluding the top choices (0 = off)", .def = "0", .min = 0, .max = 1},
+    {.name = "xtc-threshold", .kind = LAB_DOUBLE, .value = &xtc_threshold, .arg = "P",
+     .help = "XTC: tokens at or above this probability are excluded, all but the least likely (> 0.5 = off)",
+     .def = "0.1", .min = 0, .max = 1},
+    {.name = "dry-multiplier", .kind = LAB_DOUBLE, .value = &dry_multiplier, .arg = "M",
+     .help = "DRY repetition penalty's multiplier (0 = off)", .def = "0", .min = 0, .max = FLT_MAX},
+    {.name = "dry-base", .kind = LAB_DOUBLE, .value = &dry_base, .arg = "B",
+     .help = "DRY: the penalty grows as B^(repeat length - allowed length)", .def = "1.75", .min = 1,
+     .max = FLT_MAX},
+    {.name = "dry-allowed-length", .kind = LAB_INT, .value = &dry_allowed_length, .arg = "N",
+     .help = "DRY: repeats up to N tokens long are free", .def = "2", .min = 0, .max = INT_MAX},
+    {.name = "dry-penalty-last-n", .kind = LAB_INT, .value = &dry_penalty_last_n, .arg = "N",
+     .help = "DRY looks for repeats in the last N tokens (0 = off, -1 = all)", .def = "-1", .min = -1,
+     .max = INT_MAX},
+    {.name = "dry-sequence-breaker", .kind = LAB_TEXT, .value = &dry_breaker, .arg = "TEXT",
+     .help = "DRY's sequence breaker instead of llama.cpp's defaults \"\\n\", \":\", \"\\\"\", \"*\" ('none': no breakers)"},
+    {.name = "dynatemp-range", .kind = LAB_DOUBLE, .value = &dynatemp_range, .arg = "D",
+     .help = "dynamic temperature: T +- D by the candidates' entropy (0 = off)", .def = "0", .min = 0,
+     .max = FLT_MAX},
+    {.name = "dynatemp-exp", .kind = LAB_DOUBLE, .value = &dynatemp_exponent, .arg = "E",
+     .help = "dynamic temperature's exponent on the normalised entropy", .def = "1", .min = 0, .max = FLT_MAX},
+    {.name = "mirostat", .kind = LAB_INT, .value = &mirostat, .arg = "N",
+     .help = "mirostat 1 or 2 instead of the chain (0 = off)", .def = "0", .min = 0, .max = 2},
+    {.name = "mirostat-lr", .kind = LAB_DOUBLE, .value = &mirostat_eta, .arg = "ETA",
+     .help = "mirostat's learning rate eta", .def = "0.1", .min = 0, .max = 1},
+    {.name = "mirostat-ent", .kind = LAB_DOUBLE, .value = &mirostat_tau, .arg = "TAU",
+     .help = "mirostat's target surprise tau (bits)", .def = "5", .min = 0, .max = FLT_MAX},
+    {.name = "logit-bias", .kind = LAB_TEXT, .value = &logit_bias_arg, .arg = "LIST",
+     .help = "add to token logits, as llama.cpp: ID+BIAS or ID-BIAS, ','-separated ('15043-inf' forbids 15043)"},
+    {.name = "stop", .kind = LAB_TEXT, .value = &stop, .arg = "TEXT",
+     .help = "stop when the generated text contains TEXT (not printed)"},
+    {.name = "n-probs", .kind = LAB_INT, .value = &n_probs, .arg = "N",
+     .help = "after each generated token, print to stderr the model's N most likely tokens with their\n"
+             "log-probabilities (before any sampler)",
+     .def = "0", .min = 0, .max = 100},
     {.name = "seed", .kind = LAB_U64, .value = &seed, .arg = "S", .help = "sampler seed", .def = "42"},
     {.name = "chat", .kind = LAB_FLAG, .value = &chat,
      .help = "send the prompt as a user message in the model's chat template (llama.cpp's built-in kinds)"},
@@ -107,16 +160,79 @@ static const LabOption OPTIONS[] = {
     {0},
 };
 
-static SamplerParams sampler_params(void) {
+// --logit-bias: "ID+BIAS" or "ID-BIAS" items, ','-separated (BIAS a number or inf).
+static int parse_logit_bias(const char *arg, SamplerLogitBias **out, Error *err) {
+    int n = 0;
+    *out = NULL;
+    for (const char *at = arg; *at;) {
+        size_t len = strcspn(at, ",");
+        char item[64], *end;
+        if (len == 0 || len >= sizeof item) return error_set(err, "--logit-bias: bad item '%.*s'", (int)len, at);
+        memcpy(item, at, len);
+        item[len] = 0;
+        long id = strtol(item, &end, 10);
+        if (end == item || (*end != '+' && *end != '-'))
+            return error_set(err, "--logit-bias: '%s' is not ID+BIAS or ID-BIAS", item);
+        char *sign = end;
+        double bias = strtod(sign, &end);
+        if (*end || (!isfinite(bias) && bias != -INFINITY))
+            return error_set(err, "--logit-bias: '%s' has no finite bias (or -inf)", item);
+        *out = reallocCheck(*out, (size_t)(n + 1) * sizeof **out);
+        (*out)[n++] = (SamplerLogitBias){.token = id > INT_MAX || id < 0 ? -1 : (int)id, .bias = (float)bias};
+        at += len + (at[len] == ',');
+    }
+    return n;
+}
+
+// The sampler's parameters from the options; breakers and biases are allocated into *owned
+// (freed by the caller after sampler_init, which copies them). DRY's breakers are text, made
+// tokens by the model's tokenizer: with tok NULL (checking the options before the model
+// loads) there are none.
+static SamplerParams sampler_params(const Tokenizer *tok, void **owned_breakers, void **owned_biases) {
     SamplerParams p = sampler_params_default();
+    Error err;
+    if (sampler_chain_parse(samplers, &p.chain, &err)) cli_usage_error("generate", err.msg);
     p.temperature = (float)temperature;
     p.top_k = (int)top_k;
     p.top_p = (float)top_p;
     p.min_p = (float)min_p;
-    p.repetition_penalty = (float)repeat_penalty;
-    p.presence_penalty = (float)presence_penalty;
-    p.frequency_penalty = (float)frequency_penalty;
+    p.typical_p = (float)typical_p;
+    p.top_n_sigma = (float)top_n_sigma;
+    p.xtc_probability = (float)xtc_probability;
+    p.xtc_threshold = (float)xtc_threshold;
+    p.dynatemp_range = (float)dynatemp_range;
+    p.dynatemp_exponent = (float)dynatemp_exponent;
+    if (repeat_last_n != 0) {
+        p.repetition_penalty = (float)repeat_penalty;
+        p.presence_penalty = (float)presence_penalty;
+        p.frequency_penalty = (float)frequency_penalty;
+        p.penalty_window = repeat_last_n < 0 ? 0 : (int)repeat_last_n;
+    }
+    p.dry_multiplier = (float)dry_multiplier;
+    p.dry_base = (float)dry_base;
+    p.dry_allowed_length = (int)dry_allowed_length;
+    p.dry_penalty_last_n = (int)dry_penalty_last_n;
+    p.mirostat = (int)mirostat;
+    p.mirostat_tau = (float)mirostat_tau;
+    p.mirostat_eta = (float)mirostat_eta;
     p.seed = seed;
+    *owned_breakers = *owned_biases = NULL;
+    if (tok && p.dry_multiplier > 0.0f && !(dry_breaker && !strcmp(dry_breaker, "none"))) {
+        SamplerBreaker *b;
+        const char *const *strings = dry_breaker ? &dry_breaker : DRY_DEFAULT_BREAKERS;
+        int n = dry_breaker ? 1 : (int)(sizeof DRY_DEFAULT_BREAKERS / sizeof DRY_DEFAULT_BREAKERS[0]);
+        if (dry_breakers_from_strings(tok, strings, n, &b, &p.n_dry_breakers, &err))
+            cli_usage_error("generate", err.msg);
+        p.dry_breakers = b;
+        *owned_breakers = b;
+    }
+    if (logit_bias_arg) {
+        SamplerLogitBias *b;
+        int n = parse_logit_bias(logit_bias_arg, &b, &err);
+        if (n < 0) cli_usage_error("generate", err.msg);
+        p.logit_bias = b, p.n_logit_bias = n;
+        *owned_biases = b;
+    }
     return p;
 }
 
@@ -129,21 +245,69 @@ static void print_piece(const Tokenizer *tok, int prev, int next) {
 
 // Streams each sampled token to stdout as it arrives; an end token stops the generation
 // unless --ignore-eos (llama2.c's stories delimit sequences with BOS, and run.c stops on it too).
+// --stop: text not yet printed because it may begin the stop string is held back; the stop
+// string itself and what follows it are never printed. --n-probs reads the logits the token
+// was sampled from (plain decoding's session).
 typedef struct {
     const Tokenizer *tok;
-    const int *tokens; // the sequence so far, as session_generate appends to it
-    int n;             // its length before the token being printed
+    const Session *session; // for --n-probs; NULL under speculative decoding
+    const int *tokens;      // the sequence so far, as session_generate appends to it
+    int n;                  // its length before the token being printed
+    char *held;             // text held back by --stop, n_held bytes
+    size_t n_held;
+    int stopped;            // the stop string was generated
 } Printer;
+
+// The model's n_probs most likely next tokens, to stderr.
+static void print_logprobs(const Printer *p, int next) {
+    int V = p->session->engine->config.vocab_size, ids[100];
+    float lp[100];
+    sampler_top_logprobs(p->session->logits, V, (int)n_probs, ids, lp);
+    size_t len;
+    unsigned char *text = tokenizer_decode(p->tok, &next, 1, &len);
+    fprintf(stderr, "n-probs: %d %s:", next, text);
+    free(text);
+    for (int i = 0; i < n_probs; i++) {
+        text = tokenizer_decode(p->tok, &ids[i], 1, &len);
+        fprintf(stderr, " %d '%s' %.4f%s", ids[i], text, lp[i], i + 1 < n_probs ? "," : "\n");
+        free(text);
+    }
+}
+
+// Print the held text up to where the stop string might begin; returns 1 if it is all there.
+static int print_until_stop(Printer *p) {
+    if (!stop) {
+        fwrite(p->held, 1, p->n_held, stdout);
+        p->n_held = 0;
+        return 0;
+    }
+    size_t slen = strlen(stop);
+    char *found = memmem(p->held, p->n_held, stop, slen);
+    size_t keep = 0; // the longest tail of the held text that begins the stop string
+    for (size_t k = slen - 1 < p->n_held ? slen - 1 : p->n_held; !found && k > 0 && !keep; k--)
+        if (!memcmp(p->held + p->n_held - k, stop, k)) keep = k;
+    size_t printable = found ? (size_t)(found - p->held) : p->n_held - keep;
+    fwrite(p->held, 1, printable, stdout);
+    memmove(p->held, p->held + printable, p->n_held - printable);
+    p->n_held -= printable;
+    return found != NULL;
+}
 
 static int print_token(void *ctx, int next) {
     Printer *p = ctx;
     const Tokenizer *tok = p->tok;
     bool end = tokenizer_is_eog(tok, next) || (tok->kind == TOKENIZER_LLAMA2C && next == tok->bos_id);
     if (!ignore_eos && end) return 1;
-    print_piece(tok, p->tokens[p->n - 1], next);
+    if (n_probs > 0 && p->session) print_logprobs(p, next);
+    size_t len;
+    const unsigned char *piece = tokenizer_piece(tok, p->tokens[p->n - 1], next, &len);
+    p->held = reallocCheck(p->held, p->n_held + len + 1);
+    memcpy(p->held + p->n_held, piece, len);
+    p->n_held += len;
+    p->stopped = print_until_stop(p);
     fflush(stdout);
     p->n++;
-    return 0;
+    return p->stopped;
 }
 
 // The target, and for speculative decoding the draft (NULL: the lookup draft, or none), each
@@ -187,7 +351,8 @@ static int generate(Run *g, const Tokenizer *tok, Sampler *sampler, int *tokens,
     if (session_prefill(&g->session, tokens, g->n_prompt, NULL, &err)) die("%s", err.msg);
     if (g->draft && session_prefill(&g->draft_session, tokens, g->n_prompt, NULL, &err)) die("%s", err.msg);
     *t_prefill = now_seconds();
-    Printer printer = {tok, tokens, g->n_prompt};
+    Printer printer = {.tok = tok, .session = g->speculative ? NULL : &g->session, .tokens = tokens,
+                       .n = g->n_prompt};
     int generated;
     if (g->speculative) {
         Speculative sd;
@@ -203,6 +368,8 @@ static int generate(Run *g, const Tokenizer *tok, Sampler *sampler, int *tokens,
                                      &err);
     }
     if (generated < 0) die("sampling at position %d: %s", printer.n, err.msg);
+    if (!printer.stopped) fwrite(printer.held, 1, printer.n_held, stdout); // a stop string's start, never finished
+    free(printer.held);
     return generated;
 }
 
@@ -293,10 +460,15 @@ static void perplexity(Model *m, const Tokenizer *tok) {
 
 static int run(LabRun *r) {
     (void)r;
-    SamplerParams params = sampler_params();
+    void *breakers, *biases;
+    SamplerParams params = sampler_params(NULL, &breakers, &biases); // options checked before the model loads
     Error err;
     if (sampler_params_validate(&params, &err) != 0) cli_usage_error("generate", err.msg);
+    free(biases);
     if (draft_path && lookup) cli_usage_error("generate", "--draft and --lookup are two drafts: give one");
+    if ((draft_path || lookup) && n_probs > 0)
+        cli_usage_error("generate", "--n-probs reads plain decoding's logits: not with --draft or --lookup");
+    if (stop && !stop[0]) cli_usage_error("generate", "--stop needs a non-empty text");
     Model model, draft;
     Tokenizer tok;
     if (checkpoint_load(model_path, tokenizer_path, &model, &tok, &err) != 0) die("%s", err.msg);
@@ -335,8 +507,11 @@ static int run(LabRun *r) {
     long capacity = n_prompt + (n_tokens > 0 ? n_tokens - 1 : 0);
     if (capacity > c->seq_len)
         die("prompt (%d tokens) + -n %ld exceeds the model's context of %d tokens", n_prompt, n_tokens, c->seq_len);
+    params = sampler_params(&tok, &breakers, &biases);
     Sampler sampler;
-    if (sampler_init(&sampler, c->vocab_size, &params, &err) != 0) die("%s", err.msg);
+    if (sampler_init(&sampler, c->vocab_size, &params, &err) != 0) cli_usage_error("generate", err.msg);
+    free(breakers);
+    free(biases);
 
     Run g = {.model = &model, .draft = draft_path ? &draft : NULL, .speculative = draft_path || lookup,
              .n_prompt = n_prompt, .capacity = (int)capacity};
