@@ -31,8 +31,9 @@ RUN        = $(BIN)/$(1) --profile $(PROFILE) --out $(OUT)
 # CUDA experiment the file where its GPU step says why it did not run (the .skip that the
 # report section reads: see templates/README.md, "Not run"). Which tables it writes is said
 # once, in its main.c (TABLES); the harness lists what a run wrote in the step's manifest.
-sampling_ARGS              = --model $(TARGET)
-sampling_INPUTS            = $(TARGET)
+SMOLLM2                   := $(REAL_DIR)/smollm2-135m-instruct-q4_1.gguf
+sampling_ARGS              = --model $(TARGET) --real-model $(SMOLLM2)
+sampling_INPUTS            = $(TARGET) $(SMOLLM2)
 speculative_ARGS           = --model $(TARGET) --drafts $(subst $(empty) $(empty),$(comma),$(DRAFTS))
 speculative_INPUTS         = $(TARGET) $(DRAFTS)
 kv_cache_ARGS              = --model $(TARGET)

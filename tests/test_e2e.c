@@ -141,7 +141,15 @@ static const struct {
                              "candidates_p90,mass_kept,entropy_nats_mean", 32},
     {"sampling_penalty.csv", "decoding,temperature,repetition_penalty,prompts,gen_tokens,gen_words,distinct_1,"
                              "distinct_2,repeat_4gram_rate,drift_word_frac,gen_nll_nats", 22},
-    {"sampling_samples.csv", "setting,temperature,top_k,top_p,repetition_penalty,seed,tokens,prompt,text", 7},
+    {"sampling_samplers.csv", "sampler,value,positions,candidates_mean,candidates_p10,candidates_median,"
+                              "candidates_p90,mass_kept,entropy_nats_mean", 32},
+    {"sampling_samplers_text.csv", "sampler,value,temperature,prompts,gen_tokens,gen_words,distinct_1,distinct_2,"
+                                   "repeat_4gram_rate,drift_word_frac,gen_nll_nats", 88},
+    {"sampling_chains.csv", "chain,temperature,positions,candidates_mean,candidates_p10,candidates_median,"
+                            "candidates_p90,mass_kept,entropy_nats_mean,prompts,gen_tokens,gen_words,distinct_1,"
+                            "distinct_2,repeat_4gram_rate,drift_word_frac,gen_nll_nats", 12},
+    // 12 settings, on the target and on SmolLM2-135M
+    {"sampling_samples.csv", "model,setting,chain,seed,tokens,prompt,text", 24},
     // 2 temperatures x 4 drafts (3 models, lookup) x gamma 1, 2, 4, 8; positions 1..gamma each
     {"speculative_runs.csv", "backend,temperature,draft,gamma,draft_params,prompts,gen_tokens,steps,drafted,accepted,"
                              "acceptance_rate,judged_acceptance,mean_accepted_len,drafts_per_step,target_calls,draft_calls,"
@@ -471,6 +479,9 @@ static const struct {
     {"sampling_temperature.csv", "*"},
     {"sampling_filters.csv", "*"},
     {"sampling_penalty.csv", "*"},
+    {"sampling_samplers.csv", "*"},
+    {"sampling_samplers_text.csv", "*"},
+    {"sampling_chains.csv", "*"},
     {"sampling_samples.csv", "*"},
     {"speculative_runs.csv", "backend,temperature,draft,gamma,draft_params,prompts,gen_tokens,steps,drafted,accepted,"
                              "acceptance_rate,judged_acceptance,mean_accepted_len,drafts_per_step,target_calls,draft_calls,"

@@ -1,7 +1,10 @@
-// sampling/main.c: bin/sampling, project 9: how temperature, top-k, top-p, min-p and repetition
-// penalty shape the next-token distribution, and what they do to generated text.
+// sampling/main.c: bin/sampling, project 9: how temperature, top-k, top-p, min-p, repetition
+// penalty and llama.cpp's samplers (typical, top-n-sigma, XTC, DRY, dynamic temperature,
+// mirostat, frequency penalty) shape the next-token distribution, what they do to generated
+// text, and what the order of the chain (llama.cpp's or vLLM's) changes.
 //
 //   bin/sampling --model out/models/target.gguf [--corpus FILE] [--seed S] [--out DIR] [--quick]
+//                [--real-model out/models/real/smollm2-135m-instruct-q4_1.gguf]
 //
 // The corpus must be the model's training text (default $CORPUS, else the KJV, as bin/train):
 // its validation split gives the held-out text and prompts, its training split the vocabulary
@@ -10,21 +13,32 @@
 // Two kinds of measurement:
 //   held-out positions  windows of the validation text, each one prefill that returns every
 //                       position's logits; at each position and setting, sampler_distribution
-//                       gives the filtered distribution: its entropy, its candidate count, the
-//                       T = 1 probability mass it keeps, and the NLL of the true next token
+//                       (with the window so far as history, which DRY reads) gives the filtered
+//                       distribution: its entropy, its candidate count, the T = 1 probability
+//                       mass it keeps, and the NLL of the true next token
 //   continuations       fixed prompts (the first words of validation lines) continued under
 //                       each setting, all prompts in one decode batch, prompt b with seed
 //                       seed + b; their words give distinct-1/2, the repeated 4-gram rate and
 //                       drift (words never seen in the training text), and the model scores
 //                       what it generated (NLL at T = 1). BOS and EOS are masked, so every
 //                       continuation is gen_len tokens of text.
-// Metric definitions: sampling_metrics.h (beside this file). Writes under --out:
-//   sampling_temperature.csv  temperature -> entropy (mean, p10, p90; ln V for reference),
-//                             held-out NLL; text metrics
-//   sampling_filters.csv      filter (top_k | top_p | min_p), value -> candidate-set size
-//                             (mean, p10, median, p90), T = 1 mass kept, entropy
-//   sampling_penalty.csv      decoding (greedy | T = t), temperature, repetition_penalty -> text metrics
-//   sampling_samples.csv      setting -> its parameters, seed, tokens, prompt and continuation
+// The classic settings run in the vLLM chain (temperature first, the lab's default), llama.cpp's
+// samplers in llama.cpp's (temperature last). Metric definitions: sampling_metrics.h (beside
+// this file). Writes under --out:
+//   sampling_temperature.csv    temperature -> entropy (mean, p10, p90; ln V for reference),
+//                               held-out NLL; text metrics
+//   sampling_filters.csv        filter (top_k | top_p | min_p), value -> candidate-set size
+//                               (mean, p10, median, p90), T = 1 mass kept, entropy
+//   sampling_penalty.csv        decoding (greedy | T = t), temperature, repetition_penalty -> text metrics
+//   sampling_samplers.csv       sampler (typ_p | top_n_sigma | xtc threshold with the coin always
+//                               falling | dynatemp range | dry multiplier), value -> held-out
+//                               columns as sampling_filters.csv, at T = 1
+//   sampling_samplers_text.csv  sampler (the same, mirostat 2's tau, the frequency penalty),
+//                               value, temperature (0.3 | 1.5) -> text metrics (XTC on half the steps)
+//   sampling_chains.csv         chain (llama.cpp | vllm) at top-k 40, top-p 0.95, min-p 0.05,
+//                               temperature -> held-out columns and text metrics
+//   sampling_samples.csv        model (target | the --real-model file), setting -> its chain,
+//                               seed, tokens, prompt and continuation
 // Nothing is timed: every column is reproducible from the seed (at a fixed thread count, since
 // the forward pass's float sums depend on how the work is split).
 #include <math.h>
@@ -32,8 +46,10 @@
 #include <string.h>
 
 #include "bench.h"
+#include "chat.h"
 #include "checkpoint.h"
 #include "corpus.h"
+#include "dry_breakers.h"
 #include "lab.h"
 #include "session.h"
 #include "sampler.h"
@@ -56,6 +72,31 @@ static const double TOP_P[] = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95
 static const double MIN_P[] = {0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5};
 static const double PENALTY_TEMPERATURES[] = {0, 0.3}; // greedy, and a low temperature
 static const double PENALTIES[] = {1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2.0};
+
+// llama.cpp's samplers, each over its main parameter (sampler_setting says what the value
+// sets). Held-out distributions at T = 1; continuations at a low and a high temperature,
+// where the two failures of the temperature sweep show (loops, and drift).
+typedef struct {
+    const char *sampler;
+    double values[8];
+    int n;
+    int heldout; // its held-out distribution is measured too (mirostat's moves with each draw; the
+                 // penalties' only with the generated text)
+} SamplerSweep;
+static const SamplerSweep SAMPLER_SWEEPS[] = {
+    {"typ_p", {0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 0.95, 1.0}, 8, 1},
+    {"top_n_sigma", {0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0}, 7, 1},
+    {"xtc", {0.02, 0.05, 0.1, 0.2, 0.3, 0.5}, 6, 1},
+    {"dynatemp", {0.0, 0.25, 0.5, 0.75, 1.0}, 5, 1},
+    {"dry", {0.0, 0.25, 0.5, 0.8, 1.5, 3.0}, 6, 1},
+    {"mirostat", {1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0}, 7, 0},
+    {"frequency", {0.0, 0.1, 0.2, 0.4, 0.8}, 5, 0},
+};
+static const double SAMPLER_TEXT_TEMPERATURES[] = {0.3, 1.5};
+#define XTC_TEXT_PROBABILITY 0.5f // held out, the coin always falls; in text, half the steps
+
+// The two named chains at llama.cpp's CLI defaults (top-k 40, top-p 0.95, min-p 0.05) over T.
+static const double CHAIN_TEMPERATURES[] = {0.5, 0.8, 1.0, 1.5, 2.0, 3.0};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 // Prompts and held-out windows start at validation lines of at least this many bytes; a
@@ -93,9 +134,9 @@ static size_t long_line_at(const Corpus *c, size_t from) {
 
 // --- held-out positions ----------------------------------------------------------------
 
-// One setting of the temperature or filter sweeps, measured at every held-out position.
+// One setting of the held-out sweeps, measured at every held-out position.
 typedef struct {
-    const char *filter; // "temperature", "top_k", "top_p", "min_p"
+    const char *filter; // "temperature", "top_k", "top_p", "min_p", a SAMPLER_SWEEPS sampler, or a chain
     double value;
     Sampler sampler;
     double *entropy;    // (N) per position
@@ -105,17 +146,59 @@ typedef struct {
 } Setting;
 
 static int is_temperature(const Setting *s) { return strcmp(s->filter, "temperature") == 0; }
+static int is_filter(const Setting *s) {
+    return !strcmp(s->filter, "top_k") || !strcmp(s->filter, "top_p") || !strcmp(s->filter, "min_p");
+}
+static int is_chain(const Setting *s) { return !strcmp(s->filter, "llama.cpp") || !strcmp(s->filter, "vllm"); }
 
-static void setting_add(Setting *settings, int *n, const char *filter, double value, int vocab, int n_positions) {
+// The sampler of one setting: `filter` at `value` (T = 1 and the vLLM chain unless the filter
+// sets them; llama.cpp's samplers in llama.cpp's chain; a chain name: that chain at llama.cpp's
+// CLI defaults, T = value); `held_out` chooses XTC's coin (always, or half the steps). DRY's
+// breakers are llama.cpp's default texts made tokens by tok (the caller frees them with
+// setting_params_free).
+static SamplerParams sampler_setting(const Tokenizer *tok, const char *filter, double value, int held_out) {
     SamplerParams p = sampler_params_default();
-    if (strcmp(filter, "temperature") == 0) p.temperature = (float)value;
-    else if (strcmp(filter, "top_k") == 0) p.top_k = (int)value;
-    else if (strcmp(filter, "top_p") == 0) p.top_p = (float)value;
-    else p.min_p = (float)value;
+    float v = (float)value;
+    if (strcmp(filter, "temperature") && strcmp(filter, "top_k") && strcmp(filter, "top_p") && strcmp(filter, "min_p"))
+        p.chain = SAMPLER_CHAIN_LLAMA;
+    if (!strcmp(filter, "temperature")) p.temperature = v;
+    else if (!strcmp(filter, "top_k")) p.top_k = (int)value;
+    else if (!strcmp(filter, "top_p")) p.top_p = v;
+    else if (!strcmp(filter, "min_p")) p.min_p = v;
+    else if (!strcmp(filter, "typ_p")) p.typical_p = v;
+    else if (!strcmp(filter, "top_n_sigma")) p.top_n_sigma = v;
+    else if (!strcmp(filter, "xtc")) p.xtc_threshold = v, p.xtc_probability = held_out ? 1.0f : XTC_TEXT_PROBABILITY;
+    else if (!strcmp(filter, "dynatemp")) p.dynatemp_range = v;
+    else if (!strcmp(filter, "mirostat")) p.mirostat = 2, p.mirostat_tau = v;
+    else if (!strcmp(filter, "frequency")) p.frequency_penalty = v;
+    else if (!strcmp(filter, "repetition")) p.repetition_penalty = v;
+    else if (!strcmp(filter, "dry")) {
+        p.dry_multiplier = v, p.dry_penalty_last_n = -1;
+        Error err;
+        SamplerBreaker *b;
+        if (dry_breakers_from_strings(tok, DRY_DEFAULT_BREAKERS, 4, &b, &p.n_dry_breakers, &err))
+            die("sampling: %s", err.msg);
+        p.dry_breakers = b; // freed by setting_params_free
+    } else if (!strcmp(filter, "llama.cpp") || !strcmp(filter, "vllm")) {
+        p.chain = strcmp(filter, "vllm") ? SAMPLER_CHAIN_LLAMA : SAMPLER_CHAIN_VLLM;
+        p.top_k = 40, p.top_p = 0.95f, p.min_p = 0.05f, p.temperature = v;
+    } else {
+        die("sampling: no setting named %s", filter);
+    }
+    return p;
+}
+
+static void setting_params_free(SamplerParams *p) { free((void *)p->dry_breakers); }
+
+static void setting_add(Setting *settings, int *n, const Tokenizer *tok, const char *filter, double value,
+                        int n_positions) {
+    int vocab = tok->vocab_size;
+    SamplerParams p = sampler_setting(tok, filter, value, 1);
     Setting *s = &settings[(*n)++];
     *s = (Setting){.filter = filter, .value = value};
     Error err;
     if (sampler_init(&s->sampler, vocab, &p, &err)) die("sampling: %s", err.msg);
+    setting_params_free(&p);
     s->entropy = mallocCheck((size_t)n_positions * sizeof(double));
     s->candidates = mallocCheck((size_t)n_positions * sizeof(double));
 }
@@ -128,22 +211,30 @@ static void setting_free(Setting *s) {
 
 // Room make_settings needs: the fixed sweeps, top-k's steps per decade below vocab, and vocab.
 static int max_settings(int vocab) {
-    int decades = 0;
+    int decades = 0, samplers = 0;
     for (long d = 1; d < vocab; d *= 10) decades++;
-    return COUNT(TEMPERATURES) + COUNT(TOP_K_STEPS) * decades + 1 + COUNT(TOP_P) + COUNT(MIN_P);
+    for (int i = 0; i < COUNT(SAMPLER_SWEEPS); i++) samplers += SAMPLER_SWEEPS[i].n;
+    return COUNT(TEMPERATURES) + COUNT(TOP_K_STEPS) * decades + 1 + COUNT(TOP_P) + COUNT(MIN_P) + samplers +
+           2 * COUNT(CHAIN_TEMPERATURES);
 }
 
-// Every setting of the temperature and filter sweeps, in row order; returns how many.
-static int make_settings(Setting *settings, int vocab, int n_positions) {
-    int n = 0;
+// Every setting of the held-out sweeps, in row order; returns how many.
+static int make_settings(Setting *settings, const Tokenizer *tok, int n_positions) {
+    int n = 0, vocab = tok->vocab_size;
     for (int i = 0; i < COUNT(TEMPERATURES); i++)
-        setting_add(settings, &n, "temperature", TEMPERATURES[i], vocab, n_positions);
+        setting_add(settings, &n, tok, "temperature", TEMPERATURES[i], n_positions);
     for (long decade = 1; decade < vocab; decade *= 10)
         for (int i = 0; i < COUNT(TOP_K_STEPS) && TOP_K_STEPS[i] * decade < vocab; i++)
-            setting_add(settings, &n, "top_k", (double)(TOP_K_STEPS[i] * decade), vocab, n_positions);
-    setting_add(settings, &n, "top_k", vocab, vocab, n_positions);
-    for (int i = 0; i < COUNT(TOP_P); i++) setting_add(settings, &n, "top_p", TOP_P[i], vocab, n_positions);
-    for (int i = 0; i < COUNT(MIN_P); i++) setting_add(settings, &n, "min_p", MIN_P[i], vocab, n_positions);
+            setting_add(settings, &n, tok, "top_k", (double)(TOP_K_STEPS[i] * decade), n_positions);
+    setting_add(settings, &n, tok, "top_k", vocab, n_positions);
+    for (int i = 0; i < COUNT(TOP_P); i++) setting_add(settings, &n, tok, "top_p", TOP_P[i], n_positions);
+    for (int i = 0; i < COUNT(MIN_P); i++) setting_add(settings, &n, tok, "min_p", MIN_P[i], n_positions);
+    for (int i = 0; i < COUNT(SAMPLER_SWEEPS); i++)
+        for (int j = 0; SAMPLER_SWEEPS[i].heldout && j < SAMPLER_SWEEPS[i].n; j++)
+            setting_add(settings, &n, tok, SAMPLER_SWEEPS[i].sampler, SAMPLER_SWEEPS[i].values[j], n_positions);
+    for (int c = 0; c < 2; c++)
+        for (int i = 0; i < COUNT(CHAIN_TEMPERATURES); i++)
+            setting_add(settings, &n, tok, c ? "vllm" : "llama.cpp", CHAIN_TEMPERATURES[i], n_positions);
     return n;
 }
 
@@ -154,15 +245,16 @@ typedef struct {
     float *scaled; // (V) logits / T
 } Scratch;
 
-// Measure every setting at held-out position `pos`, whose logits (V) predict `target`.
-static void measure_position(Setting *settings, int n_settings, const float *logits, int V, int target, int pos,
-                             Scratch *w) {
+// Measure every setting at held-out position `pos`, whose logits (V) predict `target` after
+// the window's tokens history (n_history; what DRY and the penalties look back at).
+static void measure_position(Setting *settings, int n_settings, const float *logits, int V, int target,
+                             const int *history, int n_history, int pos, Scratch *w) {
     Error err;
     if (sampler_distribution(&w->plain, logits, NULL, 0, w->p1, &err) < 0)
         die("sampling: held-out position %d: %s", pos, err.msg);
     for (int i = 0; i < n_settings; i++) {
         Setting *s = &settings[i];
-        int n = sampler_distribution(&s->sampler, logits, NULL, 0, w->probs, &err);
+        int n = sampler_distribution(&s->sampler, logits, history, n_history, w->probs, &err);
         if (n < 0) die("sampling: held-out position %d: %s", pos, err.msg);
         s->candidates[pos] = n;
         s->entropy[pos] = entropy_nats(w->probs, V);
@@ -226,7 +318,7 @@ static HeldOut measure_heldout(SamplingInputs *lab, const Sizes *sz) {
     int n_positions = heldout_windows(lab, sz->n_windows, window, tokens, lens);
     if (n_positions < 1) die("sampling: the validation text of %s encodes to no tokens", lab->corpus.source);
     Setting *settings = mallocCheck((size_t)max_settings(V) * sizeof(Setting));
-    int n_settings = make_settings(settings, V, n_positions);
+    int n_settings = make_settings(settings, &lab->tok, n_positions);
 
     Scratch w = {.p1 = mallocCheck(V * sizeof(float)), .probs = mallocCheck(V * sizeof(float)),
                  .scaled = mallocCheck(V * sizeof(float))};
@@ -245,7 +337,7 @@ static HeldOut measure_heldout(SamplingInputs *lab, const Sizes *sz) {
         session_truncate(&s, 0);
         if (session_prefill(&s, win, lens[i], logits, &err)) die("sampling: %s", err.msg);
         for (int j = 0; j + 1 < lens[i]; j++)
-            measure_position(settings, n_settings, logits + (size_t)j * V, V, win[j + 1], pos++, &w);
+            measure_position(settings, n_settings, logits + (size_t)j * V, V, win[j + 1], win, j + 1, pos++, &w);
     }
     session_close(&s);
     engine_close(&engine);
@@ -368,30 +460,84 @@ static const char *gen_fields(char *buf, size_t size, const GenStats *g, int n_p
 
 // --- the tables ----------------------------------------------------------------------------
 
-enum { TABLE_TEMPERATURE, TABLE_FILTERS, TABLE_PENALTY, TABLE_SAMPLES };
+enum { TABLE_TEMPERATURE, TABLE_FILTERS, TABLE_PENALTY, TABLE_SAMPLERS, TABLE_SAMPLERS_TEXT, TABLE_CHAINS,
+       TABLE_SAMPLES };
+#define HELDOUT_COLUMNS \
+    "positions,candidates_mean,candidates_p10,candidates_median,candidates_p90,mass_kept,entropy_nats_mean"
 static const LabTable TABLES[] = {
     {"sampling_temperature", "temperature,positions,entropy_nats_mean,entropy_nats_p10,entropy_nats_p90,"
                              "uniform_entropy_nats,heldout_nll_nats," GEN_COLUMNS,
      "temperature -> held-out entropy and NLL; text metrics", LAB_CPU},
-    {"sampling_filters", "filter,value,positions,candidates_mean,candidates_p10,candidates_median,candidates_p90,"
-                         "mass_kept,entropy_nats_mean",
+    {"sampling_filters", "filter,value," HELDOUT_COLUMNS,
      "top_k | top_p | min_p, value -> candidate-set size, mass kept, entropy", LAB_CPU},
     {"sampling_penalty", "decoding,temperature,repetition_penalty," GEN_COLUMNS,
      "greedy | T = t, repetition penalty -> text metrics", LAB_CPU},
-    {"sampling_samples", "setting,temperature,top_k,top_p,repetition_penalty,seed,tokens,prompt,text",
-     "one prompt continued under the classic settings", LAB_CPU},
+    {"sampling_samplers", "sampler,value," HELDOUT_COLUMNS,
+     "typ_p | top_n_sigma | xtc (threshold, coin always) | dynatemp (range) | dry (multiplier), value at T = 1\n"
+     "in llama.cpp's chain -> candidate-set size, mass kept, entropy over held-out positions",
+     LAB_CPU},
+    {"sampling_samplers_text", "sampler,value,temperature," GEN_COLUMNS,
+     "llama.cpp's samplers (and mirostat 2's tau, the frequency penalty) at T = 0.3 and 1.5 -> text metrics",
+     LAB_CPU},
+    {"sampling_chains", "chain,temperature," HELDOUT_COLUMNS "," GEN_COLUMNS,
+     "llama.cpp | vllm order at top-k 40, top-p 0.95, min-p 0.05, temperature -> held-out and text metrics",
+     LAB_CPU},
+    {"sampling_samples", "model,setting,chain,seed,tokens,prompt,text",
+     "one prompt per model (the target; SmolLM2-135M with --real-model) continued under each setting", LAB_CPU},
     {0},
 };
 
-static void write_filters(LabRun *r, const HeldOut *h) {
-    CsvWriter w = lab_csv(r, TABLE_FILTERS);
-    for (int i = 0; i < h->n_settings; i++) {
-        const Setting *s = &h->settings[i];
-        if (is_temperature(s)) continue;
-        int n = h->n_positions;
-        Spread k = spread_of(s->candidates, n), e = spread_of(s->entropy, n);
-        csv_row(&w, "%s,%.6g,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g", s->filter, s->value, n, k.mean, k.p10, k.median,
-                k.p90, s->mass_kept / n, e.mean);
+// The HELDOUT_COLUMNS fields of one setting.
+static const char *heldout_fields(char *buf, size_t size, const Setting *s, int n) {
+    Spread k = spread_of(s->candidates, n), e = spread_of(s->entropy, n);
+    snprintf(buf, size, "%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g", n, k.mean, k.p10, k.median, k.p90, s->mass_kept / n,
+             e.mean);
+    return buf;
+}
+
+// The held-out rows of the settings `keep` selects, each as "<filter>,<value>,<held-out fields>".
+static void write_heldout(LabRun *r, int table, const HeldOut *h, int (*keep)(const Setting *)) {
+    char fields[256];
+    CsvWriter w = lab_csv(r, table);
+    for (int i = 0; i < h->n_settings; i++)
+        if (keep(&h->settings[i]))
+            csv_row(&w, "%s,%.6g,%s", h->settings[i].filter, h->settings[i].value,
+                    heldout_fields(fields, sizeof fields, &h->settings[i], h->n_positions));
+    csv_close(&w);
+}
+
+static int is_llama_sampler(const Setting *s) { return !is_temperature(s) && !is_filter(s) && !is_chain(s); }
+
+// llama.cpp's samplers in text: each value at each SAMPLER_TEXT_TEMPERATURES.
+static void write_samplers_text(LabRun *r, SamplingInputs *lab, const Prompts *pr, int gen_len) {
+    char fields[256];
+    CsvWriter w = lab_csv(r, TABLE_SAMPLERS_TEXT);
+    for (int i = 0; i < COUNT(SAMPLER_SWEEPS); i++) {
+        const SamplerSweep *sw = &SAMPLER_SWEEPS[i];
+        progress_step(i, COUNT(SAMPLER_SWEEPS), "sampling: continuations under %s", sw->sampler);
+        for (int t = 0; t < COUNT(SAMPLER_TEXT_TEMPERATURES); t++)
+            for (int j = 0; j < sw->n; j++) {
+                SamplerParams p = sampler_setting(&lab->tok, sw->sampler, sw->values[j], 0);
+                p.temperature = (float)SAMPLER_TEXT_TEMPERATURES[t];
+                GenStats g = generate_under(lab, pr, p, gen_len);
+                setting_params_free(&p);
+                csv_row(&w, "%s,%.6g,%.6g,%s", sw->sampler, sw->values[j], SAMPLER_TEXT_TEMPERATURES[t],
+                        gen_fields(fields, sizeof fields, &g, pr->n));
+            }
+    }
+    csv_close(&w);
+}
+
+// The two chains at llama.cpp's defaults: held-out rows, then continuations under each.
+static void write_chains(LabRun *r, SamplingInputs *lab, const Prompts *pr, const HeldOut *ho, int gen_len) {
+    char held[256], gen[256];
+    CsvWriter w = lab_csv(r, TABLE_CHAINS);
+    for (int i = 0; i < ho->n_settings; i++) {
+        const Setting *s = &ho->settings[i];
+        if (!is_chain(s)) continue;
+        GenStats g = generate_under(lab, pr, s->sampler.params, gen_len);
+        csv_row(&w, "%s,%.6g,%s,%s", s->filter, s->value, heldout_fields(held, sizeof held, s, ho->n_positions),
+                gen_fields(gen, sizeof gen, &g, pr->n));
     }
     csv_close(&w);
 }
@@ -453,61 +599,92 @@ static char *printable(const unsigned char *s, size_t n) {
     return out;
 }
 
-// One prompt under the classic settings, each with the run's seed.
-static void write_samples(LabRun *r, SamplingInputs *lab, const Prompts *pr, int sample_len) {
-    typedef struct {
-        const char *name;
-        float temperature, top_p, repetition_penalty;
-        int top_k;
-    } Sample;
-    static const Sample samples[] = {
-        {"greedy", 0.0f, 1.0f, 1.0f, 0},          {"T 0.7 + top-p 0.9", 0.7f, 0.9f, 1.0f, 0},
-        {"T 1.0", 1.0f, 1.0f, 1.0f, 0},           {"T 1.5", 1.5f, 1.0f, 1.0f, 0},
-        {"T 2.0", 2.0f, 1.0f, 1.0f, 0},           {"top-k 5", 1.0f, 1.0f, 1.0f, 5},
-        {"greedy + repetition penalty 1.3", 0.0f, 1.0f, 1.3f, 0},
-    };
-    enum { N = sizeof samples / sizeof samples[0] };
-    Sampler samplers[N];
-    int *prompts[N], lens[N];
-    Error err;
-    for (int i = 0; i < N; i++) {
-        SamplerParams p = sampler_params_default();
-        p.temperature = samples[i].temperature;
-        p.top_p = samples[i].top_p;
-        p.repetition_penalty = samples[i].repetition_penalty;
-        p.top_k = samples[i].top_k;
-        p.seed = lab->seed;
-        if (sampler_init(&samplers[i], lab->model.config.vocab_size, &p, &err)) die("sampling: %s", err.msg);
-        prompts[i] = pr->tokens[0];
-        lens[i] = pr->lens[0];
-    }
-    int *out = mallocCheck((size_t)N * sample_len * sizeof(int));
-    generate_batch(lab, prompts, lens, samplers, N, sample_len, out);
+// "One prompt, different settings": each setting is sampler_setting's filter and value, at
+// its own temperature (NAN: the one the filter sets).
+typedef struct {
+    const char *name, *filter;
+    double value, temperature;
+} Sample;
+static const Sample SAMPLES[] = {
+    {"greedy", "temperature", 0, NAN},
+    {"T 0.7 + top-p 0.9", "top_p", 0.9, 0.7},
+    {"T 1.0", "temperature", 1.0, NAN},
+    {"T 1.5", "temperature", 1.5, NAN},
+    {"llama.cpp defaults (T 0.8, top-k 40, top-p 0.95, min-p 0.05)", "llama.cpp", 0.8, NAN},
+    {"typical 0.5", "typ_p", 0.5, 1.0},
+    {"T 1.5 + top-n-sigma 1", "top_n_sigma", 1.0, 1.5},
+    {"XTC 0.1 (half the steps)", "xtc", 0.1, 1.0},
+    {"dynamic T 1 +- 0.5", "dynatemp", 0.5, 1.0},
+    {"mirostat 2, tau 5", "mirostat", 5.0, 1.0},
+    {"T 0.3 + DRY 0.8", "dry", 0.8, 0.3},
+    {"greedy + repetition penalty 1.3", "repetition", 1.3, 0.0},
+};
+enum { N_SAMPLES = sizeof SAMPLES / sizeof SAMPLES[0] };
 
-    CsvWriter w = lab_csv(r, TABLE_SAMPLES);
-    char *prompt_text = printable((const unsigned char *)pr->text[0], strlen(pr->text[0]));
-    size_t prompt_size = 2 * strlen(prompt_text) + 3;
-    char *prompt = mallocCheck(prompt_size);
-    csv_quote(prompt, prompt_size, prompt_text);
-    for (int i = 0; i < N; i++) {
+// One prompt (tokens, n) of the model in lab continued under every SAMPLES setting with the
+// run's seed, one row each; `model` and `prompt_text` name them in the table.
+static void write_samples(CsvWriter *w, SamplingInputs *lab, const char *model, const char *prompt_text,
+                          int *prompt, int n, int sample_len) {
+    Sampler samplers[N_SAMPLES];
+    int *prompts[N_SAMPLES], lens[N_SAMPLES];
+    char chains[N_SAMPLES][160];
+    Error err;
+    for (int i = 0; i < N_SAMPLES; i++) {
+        SamplerParams p = sampler_setting(&lab->tok, SAMPLES[i].filter, SAMPLES[i].value, 0);
+        if (!isnan(SAMPLES[i].temperature)) p.temperature = (float)SAMPLES[i].temperature;
+        p.seed = lab->seed;
+        if (p.mirostat) snprintf(chains[i], sizeof chains[i], "temperature;mirostat_v2");
+        else sampler_chain_format(&p.chain, chains[i], sizeof chains[i]);
+        if (sampler_init(&samplers[i], lab->model.config.vocab_size, &p, &err)) die("sampling: %s", err.msg);
+        setting_params_free(&p);
+        prompts[i] = prompt;
+        lens[i] = n;
+    }
+    int *out = mallocCheck((size_t)N_SAMPLES * sample_len * sizeof(int));
+    generate_batch(lab, prompts, lens, samplers, N_SAMPLES, sample_len, out);
+
+    char *clean = printable((const unsigned char *)prompt_text, strlen(prompt_text));
+    size_t prompt_size = 2 * strlen(clean) + 3;
+    char *quoted_prompt = mallocCheck(prompt_size), quoted_model[128];
+    csv_quote(quoted_prompt, prompt_size, clean);
+    csv_quote(quoted_model, sizeof quoted_model, model);
+    for (int i = 0; i < N_SAMPLES; i++) {
         size_t len;
         unsigned char *raw = tokenizer_decode(&lab->tok, out + (size_t)i * sample_len, sample_len, &len);
         char *text = printable(raw, len);
         size_t size = 2 * strlen(text) + 3;
-        char *quoted = mallocCheck(size), name[64];
-        csv_row(&w, "%s,%.6g,%d,%.6g,%.6g,%llu,%d,%s,%s", csv_quote(name, sizeof name, samples[i].name),
-                samples[i].temperature, samples[i].top_k, samples[i].top_p, samples[i].repetition_penalty,
-                (unsigned long long)lab->seed, sample_len, prompt, csv_quote(quoted, size, text));
+        char *quoted = mallocCheck(size), name[160];
+        csv_row(w, "%s,%s,%s,%llu,%d,%s,%s", quoted_model, csv_quote(name, sizeof name, SAMPLES[i].name), chains[i],
+                (unsigned long long)lab->seed, sample_len, quoted_prompt, csv_quote(quoted, size, text));
         free(raw), free(text), free(quoted);
         sampler_free(&samplers[i]);
     }
-    csv_close(&w);
-    free(prompt_text), free(prompt), free(out);
+    free(clean), free(quoted_prompt), free(out);
+}
+
+// The real model's samples: REAL_PROMPT as one user turn in its chat template.
+#define REAL_PROMPT "Write a short story about a lighthouse keeper."
+static void write_real_samples(CsvWriter *w, const char *path, uint64_t seed, int sample_len) {
+    SamplingInputs real = {.seed = seed};
+    Error err;
+    if (checkpoint_load(path, NULL, &real.model, &real.tok, &err)) die("%s", err.msg);
+    char *text = chat_format_user(chat_template_for(&real.tok), REAL_PROMPT);
+    if (!text) die("sampling: %s: the lab knows no chat template for this model", path);
+    size_t len = strlen(text);
+    int *tokens = mallocCheck(tokenizer_max_tokens(len) * sizeof(int));
+    unsigned flags = TOKENIZER_PARSE_SPECIAL | (real.tok.add_bos ? TOKENIZER_ADD_BOS : 0);
+    int n = (int)tokenizer_tokenize(&real.tok, (const unsigned char *)text, len, flags, tokens);
+    if (n + sample_len > real.model.config.seq_len) die("sampling: %s: the prompt leaves no room", path);
+    const char *slash = strrchr(path, '/');
+    write_samples(w, &real, slash ? slash + 1 : path, REAL_PROMPT, tokens, n, sample_len);
+    free(tokens), free(text);
+    tokenizer_free(&real.tok);
+    model_free(&real.model);
 }
 
 // --- main ----------------------------------------------------------------------------------
 
-static const char *model_path, *tokenizer_path, *corpus_path;
+static const char *model_path, *tokenizer_path, *corpus_path, *real_model_path;
 static uint64_t seed;
 
 static const LabOption OPTIONS[] = {
@@ -516,6 +693,9 @@ static const LabOption OPTIONS[] = {
      .help = "the text the model was trained on (default: $CORPUS, else the KJV)"},
     {.name = "seed", .kind = LAB_U64, .value = &seed, .arg = "S",
      .help = "sampler seed of prompt 0 (prompt b uses S + b)", .def = "42"},
+    {.name = "real-model", .kind = LAB_TEXT, .value = &real_model_path, .arg = "FILE",
+     .help = "a published model (GGUF with its chat template) whose samples join the target's:\n"
+             "\"" REAL_PROMPT "\" under the same settings"},
     {0},
 };
 
@@ -554,10 +734,15 @@ static int run(LabRun *r) {
     int gen_len = sz->gen_len < room ? sz->gen_len : room, sample_len = sz->sample_len < room ? sz->sample_len : room;
 
     HeldOut ho = measure_heldout(&lab, sz);
-    // sampling_temperature.csv last: the pipeline's target, so its presence means all four are
-    write_filters(r, &ho);
+    write_heldout(r, TABLE_FILTERS, &ho, is_filter);
+    write_heldout(r, TABLE_SAMPLERS, &ho, is_llama_sampler);
     write_penalty(r, &lab, &pr, gen_len);
-    write_samples(r, &lab, &pr, sample_len);
+    write_samplers_text(r, &lab, &pr, gen_len);
+    write_chains(r, &lab, &pr, &ho, gen_len);
+    CsvWriter samples = lab_csv(r, TABLE_SAMPLES);
+    write_samples(&samples, &lab, "target", pr.text[0], pr.tokens[0], pr.lens[0], sample_len);
+    if (real_model_path) write_real_samples(&samples, real_model_path, seed, sz->sample_len);
+    csv_close(&samples);
     write_temperature(r, &lab, &pr, &ho, gen_len);
 
     char sum_hex[17];
@@ -567,6 +752,8 @@ static int run(LabRun *r) {
     lab_meta(r, "sampling_model_fnv1a64", "%s", sum_hex);
     lab_meta(r, "sampling_corpus", "%s", lab.corpus.source);
     lab_meta(r, "sampling_seed", "%llu", (unsigned long long)seed);
+    lab_meta(r, "sampling_real_model", "%s", real_model_path ? real_model_path : "none");
+    lab_meta(r, "sampling_real_prompt", "%s", REAL_PROMPT);
 
     for (int i = 0; i < ho.n_settings; i++) setting_free(&ho.settings[i]);
     free(ho.settings);
@@ -577,8 +764,9 @@ static int run(LabRun *r) {
 
 static const Experiment SAMPLING = {
     "sampling", "--model FILE [options]",
-    "How temperature, top-k, top-p, min-p and repetition penalty shape the next-token distribution,\n"
-    "and what they do to generated text. Nothing is timed: every column is reproducible from the seed.",
+    "How temperature, top-k, top-p, min-p, repetition penalty and llama.cpp's samplers shape the next-token\n"
+    "distribution, what they do to generated text, and what the chain's order changes. Nothing is timed:\n"
+    "every column is reproducible from the seed.",
     OPTIONS, TABLES, LAB_COMMON, NULL, run};
 
 int main(int argc, char **argv) { return lab_main(&SAMPLING, argc, argv); }
