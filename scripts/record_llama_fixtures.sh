@@ -10,6 +10,9 @@
 #                                                          reference kernels (below)
 #   scripts/record_llama_fixtures.sh LLAMA_BUILD bench     llama-bench only (a timing: run it on a
 #                                                          quiet machine), into llama_bench_<hw>.csv
+#   scripts/record_llama_fixtures.sh LLAMA_BUILD candidates  the candidates llama.cpp's samplers keep
+#                                                          (llama_candidates.c; README.md there), into
+#                                                          <model>/candidates*.txt and recorded-candidates.txt
 #
 # llama.cpp's reference kernels: by default a prompt row is computed by other kernels than a
 # decode row (llamafile's tinyBLAS for F32/Q8_0/Q5_0/Q4_0 products of >= 2 rows, the tiled k-quant
@@ -55,7 +58,7 @@ die() {
 
 [ -f "$fix/stress.txt" ] || die "run from the repository root ($fix/stress.txt not found)"
 for tool in llama-tokenize llama-perplexity; do
-    [ "$mode" = bench ] || [ -x "$build/bin/$tool" ] || die "$build/bin/$tool not found (build the target: cmake --build $build --target $tool)"
+    [ "$mode" = bench ] || [ "$mode" = candidates ] || [ -x "$build/bin/$tool" ] || die "$build/bin/$tool not found (build the target: cmake --build $build --target $tool)"
 done
 need=
 for m in $models; do [ -f "$models_dir/$m.gguf" ] || need="$need real-models"; done
@@ -82,13 +85,18 @@ fi
 sfx='' repack=''
 case $mode in
 record) ;;
+candidates)
+    grep -q '^GGML_LLAMAFILE:BOOL=OFF' "$build/CMakeCache.txt" ||
+        die "candidates: $build is not configured with -DGGML_LLAMAFILE=OFF"
+    export GGML_CPU_TILED_MM=0
+    ;;
 reference)
     grep -q '^GGML_LLAMAFILE:BOOL=OFF' "$build/CMakeCache.txt" ||
         die "reference: $build is not configured with -DGGML_LLAMAFILE=OFF"
     sfx=-reference repack=--no-repack
     export GGML_CPU_TILED_MM=0
     ;;
-*) die "unknown mode '$mode' (record, reference or bench)" ;;
+*) die "unknown mode '$mode' (record, reference, bench or candidates)" ;;
 esac
 
 src=${LLAMA_SRC:-$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")}
@@ -107,6 +115,28 @@ run() {
     echo "$*" | sed "s|$work/||g" >> "$log"
     "$@"
 }
+
+if [ "$mode" = candidates ]; then
+    prog=$work/llama_candidates
+    gcc -O2 -std=c11 -o "$prog" "$fix/llama_candidates.c" -I"$src/include" -I"$src/ggml/include" \
+        -L"$build/bin" -lllama -Wl,-rpath,"$build/bin" -lm
+    for m in $models; do
+        # shellcheck disable=SC2086 # the prompt files
+        "$prog" --synthetic "$models_dir/$m.gguf" 24 "$threads" "$fix"/prompts/*.txt > "$work/$m-synthetic.txt"
+        mv "$work/$m-synthetic.txt" "$fix/$m/candidates-synthetic.txt"
+    done
+    # shellcheck disable=SC2086
+    "$prog" --no-repack "$models_dir/smollm2-135m-instruct-q4_1.gguf" 32 "$threads" "$fix"/prompts/*.txt > "$work/real.txt"
+    mv "$work/real.txt" "$fix/smollm2-135m-instruct-q4_1/candidates.txt"
+    {
+        echo "llama.cpp: $(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")"
+        echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(grep -o -m1 'avx512f\|avx2' /proc/cpuinfo | head -1)"
+        echo "hw: $hw"
+        echo "recorded: $(date -u +%Y-%m-%dT%H:%M:%SZ); GGML_CPU_TILED_MM=0, --no-repack, llamafile off"
+    } > "$fix/recorded-candidates.txt"
+    echo "record_llama_fixtures: done: $fix/*/candidates*.txt" >&2
+    exit 0
+fi
 
 # the greedy program, against this build's libllama
 greedy=$work/llama_greedy

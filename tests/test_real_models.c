@@ -8,6 +8,13 @@
 //     running estimate after the first chunk against llama-perplexity's;
 // each against two recordings (LLAMA_CONFIGS below): llama.cpp with its reference kernels,
 // which the engine must equal exactly, and llama.cpp as built and run by default, printed.
+// Exactness holds between the same kernels: the recordings come from an AVX-512 machine
+// (recorded-reference.txt), whose ggml kernels the engine's 512-bit build follows operation
+// for operation. A build of other width (AVX2: 256-bit vectors, other reduction orders, as
+// ggml's own AVX2 build has) rounds otherwise, and through the int8 activations a last-bit
+// difference grows (measured on an AVX2 Zen 3: up to 0.72 in a logit of SmolLM2's first
+// step, against llama.cpp's AVX2 build as much as against the recording); there the reference
+// recording is held to the default one's bounds, and the test says so.
 //   - bad input: a truncated file, bytes flipped in its header, an unknown architecture and an
 //     unknown tensor type each end in an error naming the cause, never a crash.
 // Run from the repository root after make real-models out/corpus/kjv-valid.txt (make test does
@@ -22,8 +29,12 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "cpu/vec.h" // VEC_BITS: the width the engine's kernels were built at
 #include "gguf.h"
 #include "session.h"
+
+// The engine rounds as the recordings' llama.cpp did only at the width they were made with.
+static int kernels_as_recorded(void) { return VEC_BITS == 512; }
 
 #define N_MODELS 2
 static const char *const MODELS[N_MODELS] = {"smollm2-135m-instruct-q4_1", "gemma-3-270m-q4_k_m"};
@@ -51,6 +62,9 @@ static const LlamaConfig LLAMA_CONFIGS[] = {
 };
 #define N_CONFIGS (int)(sizeof LLAMA_CONFIGS / sizeof LLAMA_CONFIGS[0])
 #define DEFAULT_PPL_REL_TOL 5e-3
+
+// A recording the engine must equal here: the reference one, on the recording's kernels.
+static int held_exact(const LlamaConfig *c) { return c->exact && kernels_as_recorded(); }
 
 static void model_path(char *out, size_t n, int m) { snprintf(out, n, "out/models/real/%s.gguf", MODELS[m]); }
 
@@ -139,7 +153,7 @@ static void test_greedy_follows_llama_cpp(void **state) {
                 printf("%s prompt %d vs %s: %s", MODELS[m], p + 1, LLAMA_CONFIGS[c].what,
                        same == r->n_gen ? "all 64 tokens equal\n" : "");
                 if (same < r->n_gen) printf("first differs at generated token %d\n", same);
-                if (same < r->n_gen && LLAMA_CONFIGS[c].exact)
+                if (same < r->n_gen && held_exact(&LLAMA_CONFIGS[c]))
                     fail_msg("%s prompt %d: greedy token %d differs from %s", MODELS[m], p + 1, same,
                              LLAMA_CONFIGS[c].what);
             }
@@ -189,9 +203,9 @@ static void test_perplexity_matches_llama_cpp(void **state) {
             snprintf(ours_s, sizeof ours_s, "%.4f", ours);
             snprintf(want_s, sizeof want_s, "%.4f", want);
             printf("%s: PPL after chunk 1: ours %s, %s %s (%+.2e)\n", MODELS[m], ours_s, lc->what, want_s, rel);
-            if (lc->exact && strcmp(ours_s, want_s) != 0)
+            if (held_exact(lc) && strcmp(ours_s, want_s) != 0)
                 fail_msg("%s: perplexity %s, %s %s", MODELS[m], ours_s, lc->what, want_s);
-            if (!lc->exact && !(rel < DEFAULT_PPL_REL_TOL && rel > -DEFAULT_PPL_REL_TOL))
+            if (!held_exact(lc) && !(rel < DEFAULT_PPL_REL_TOL && rel > -DEFAULT_PPL_REL_TOL))
                 fail_msg("%s: perplexity %s, %s %s: beyond %g relative", MODELS[m], ours_s, lc->what, want_s,
                          DEFAULT_PPL_REL_TOL);
         }
@@ -286,6 +300,9 @@ static void test_bad_real_files_are_clear_errors(void **state) {
 }
 
 int main(void) {
+    if (!kernels_as_recorded())
+        printf("NOTE: this build's kernels are %d-bit; the recordings are AVX-512's, so the reference recording is\n"
+               "held to the default one's bounds here, not to equality (see the top of this file)\n", VEC_BITS);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_real_files_are_clear_errors),
         cmocka_unit_test(test_greedy_follows_llama_cpp),
