@@ -14,7 +14,7 @@
 // ggml's own AVX2 build has) rounds otherwise, and through the int8 activations a last-bit
 // difference grows (measured on an AVX2 Zen 3: up to 0.72 in a logit of SmolLM2's first
 // step, against llama.cpp's AVX2 build as much as against the recording); there the reference
-// recording is held to the default one's bounds, and the test says so.
+// recording is held to a bound on gross error (CROSS_ISA_PPL_REL_TOL), and the test says so.
 //   - bad input: a truncated file, bytes flipped in its header, an unknown architecture and an
 //     unknown tensor type each end in an error naming the cause, never a crash.
 // Run from the repository root after make real-models out/corpus/kjv-valid.txt (make test does
@@ -62,6 +62,11 @@ static const LlamaConfig LLAMA_CONFIGS[] = {
 };
 #define N_CONFIGS (int)(sizeof LLAMA_CONFIGS / sizeof LLAMA_CONFIGS[0])
 #define DEFAULT_PPL_REL_TOL 5e-3
+// On a build of another width than the recordings', against either: llama.cpp's own chunk-1
+// perplexity moves by up to 6.6e-3 between its AVX2 and AVX-512 builds (measured on the AVX2
+// Zen 3 with its reference kernels: SmolLM2 3.8013, Gemma 4.0245, against the recordings'
+// 3.8264 and 4.0222), so a bound on gross error there is 1e-2.
+#define CROSS_ISA_PPL_REL_TOL 1e-2
 
 // A recording the engine must equal here: the reference one, on the recording's kernels.
 static int held_exact(const LlamaConfig *c) { return c->exact && kernels_as_recorded(); }
@@ -205,9 +210,9 @@ static void test_perplexity_matches_llama_cpp(void **state) {
             printf("%s: PPL after chunk 1: ours %s, %s %s (%+.2e)\n", MODELS[m], ours_s, lc->what, want_s, rel);
             if (held_exact(lc) && strcmp(ours_s, want_s) != 0)
                 fail_msg("%s: perplexity %s, %s %s", MODELS[m], ours_s, lc->what, want_s);
-            if (!held_exact(lc) && !(rel < DEFAULT_PPL_REL_TOL && rel > -DEFAULT_PPL_REL_TOL))
-                fail_msg("%s: perplexity %s, %s %s: beyond %g relative", MODELS[m], ours_s, lc->what, want_s,
-                         DEFAULT_PPL_REL_TOL);
+            double tol = kernels_as_recorded() ? DEFAULT_PPL_REL_TOL : CROSS_ISA_PPL_REL_TOL;
+            if (!held_exact(lc) && !(rel < tol && rel > -tol))
+                fail_msg("%s: perplexity %s, %s %s: beyond %g relative", MODELS[m], ours_s, lc->what, want_s, tol);
         }
     }
 }
@@ -301,8 +306,8 @@ static void test_bad_real_files_are_clear_errors(void **state) {
 
 int main(void) {
     if (!kernels_as_recorded())
-        printf("NOTE: this build's kernels are %d-bit; the recordings are AVX-512's, so the reference recording is\n"
-               "held to the default one's bounds here, not to equality (see the top of this file)\n", VEC_BITS);
+        printf("NOTE: this build's kernels are %d-bit; the recordings are AVX-512's, so they are held to a bound\n"
+               "on gross error here, not to equality (see the top of this file)\n", VEC_BITS);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_real_files_are_clear_errors),
         cmocka_unit_test(test_greedy_follows_llama_cpp),
