@@ -133,7 +133,7 @@ static const LabOption OPTIONS[] = {
      .help = "stop when the generated text contains TEXT (not printed)"},
     {.name = "n-probs", .kind = LAB_INT, .value = &n_probs, .arg = "N",
      .help = "after each generated token, print to stderr the model's N most likely tokens with their\n"
-             "log-probabilities (before any sampler)",
+             "log-probabilities (before any sampler): n-probs: ID 'TEXT' | ID LN_P 'TEXT' | ...",
      .def = "0", .min = 0, .max = 100},
     {.name = "seed", .kind = LAB_U64, .value = &seed, .arg = "S", .help = "sampler seed", .def = "42"},
     {.name = "chat", .kind = LAB_FLAG, .value = &chat,
@@ -258,20 +258,35 @@ typedef struct {
     int stopped;            // the stop string was generated
 } Printer;
 
-// The model's n_probs most likely next tokens, to stderr.
+// A token's text in quotes, with quote, backslash, '|' and control bytes escaped.
+static void print_token_text(const Tokenizer *tok, int id) {
+    size_t len;
+    unsigned char *text = tokenizer_decode(tok, &id, 1, &len);
+    fputc('\'', stderr);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = text[i];
+        if (c == '\'' || c == '\\' || c == '|') fprintf(stderr, "\\%c", c);
+        else if (c == '\n') fputs("\\n", stderr);
+        else if (c < 0x20 || c == 0x7f) fprintf(stderr, "\\x%02x", c);
+        else fputc(c, stderr);
+    }
+    fputc('\'', stderr);
+    free(text);
+}
+
+// The model's n_probs most likely next tokens, to stderr: "n-probs: <id> '<text>'" for the token
+// sampled, then " | <id> <ln p> '<text>'" for each, most likely first.
 static void print_logprobs(const Printer *p, int next) {
     int V = p->session->engine->config.vocab_size, ids[100];
     float lp[100];
     sampler_top_logprobs(p->session->logits, V, (int)n_probs, ids, lp);
-    size_t len;
-    unsigned char *text = tokenizer_decode(p->tok, &next, 1, &len);
-    fprintf(stderr, "n-probs: %d %s:", next, text);
-    free(text);
+    fprintf(stderr, "n-probs: %d ", next);
+    print_token_text(p->tok, next);
     for (int i = 0; i < n_probs; i++) {
-        text = tokenizer_decode(p->tok, &ids[i], 1, &len);
-        fprintf(stderr, " %d '%s' %.4f%s", ids[i], text, lp[i], i + 1 < n_probs ? "," : "\n");
-        free(text);
+        fprintf(stderr, " | %d %.4f ", ids[i], lp[i]);
+        print_token_text(p->tok, ids[i]);
     }
+    fputc('\n', stderr);
 }
 
 // Print the held text up to where the stop string might begin; returns 1 if it is all there.
@@ -516,8 +531,9 @@ static int run(LabRun *r) {
     Run g = {.model = &model, .draft = draft_path ? &draft : NULL, .speculative = draft_path || lookup,
              .n_prompt = n_prompt, .capacity = (int)capacity};
     run_open(&g);
-    // Echo the prompt as the tokenizer reads it back, then stream the continuation.
-    for (int i = 1; i < n_prompt; i++) print_piece(&tok, tokens[i - 1], tokens[i]);
+    // Echo the prompt as the tokenizer reads it back (a BOS prints nothing; a model without
+    // one starts with a word), then stream the continuation.
+    for (int i = 0; i < n_prompt; i++) print_piece(&tok, i ? tokens[i - 1] : -1, tokens[i]);
     double t0 = now_seconds(), t1;
     SpecStats stats;
     int generated = generate(&g, &tok, &sampler, tokens, &t1, &stats);
