@@ -149,7 +149,8 @@ static void expect_usage_error(const char *args, const char *needle) {
 static void test_bad_sampler_options(void **state) {
     (void)state;
     expect_usage_error("--samplers 'top_k;topp'", "unknown sampler 'topp'");
-    expect_usage_error("--mirostat 2 --mirostat-ent 0", "mirostat_tau");
+    expect_usage_error("--mirostat 2 --mirostat-ent 0", "--mirostat-ent");
+    expect_usage_error("--logit-bias 999999+1", "--logit-bias");
     expect_usage_error("--mirostat 3", "--mirostat");
     expect_usage_error("--logit-bias 15x", "--logit-bias");
     expect_usage_error("--typical 1.5", "--typical");

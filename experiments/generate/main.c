@@ -184,6 +184,30 @@ static int parse_logit_bias(const char *arg, SamplerLogitBias **out, Error *err)
     return n;
 }
 
+// A sampler error names the parameter (sampler.h's field); the user gave an option: name it.
+static void sampler_usage_error(const char *msg) {
+    static const char *const FIELD_OPTION[][2] = {
+        {"xtc_probability", "--xtc-probability"}, {"xtc_threshold", "--xtc-threshold"},
+        {"dynatemp_range", "--dynatemp-range"},   {"dynatemp_exponent", "--dynatemp-exp"},
+        {"dry_multiplier", "--dry-multiplier"},   {"dry_base", "--dry-base"},
+        {"dry_allowed_length", "--dry-allowed-length"}, {"dry_penalty_last_n", "--dry-penalty-last-n"},
+        {"mirostat_tau", "--mirostat-ent"},       {"mirostat_eta", "--mirostat-lr"},
+        {"mirostat", "--mirostat"},               {"typical_p", "--typical"},
+        {"top_n_sigma", "--top-nsigma"},          {"top_k", "--top-k"},
+        {"top_p", "--top-p"},                     {"min_p", "--min-p"},
+        {"repetition_penalty", "--repeat-penalty"}, {"presence_penalty", "--presence-penalty"},
+        {"frequency_penalty", "--frequency-penalty"}, {"penalty_window", "--repeat-last-n"},
+        {"logit_bias", "--logit-bias"},           {"temperature", "--temperature"},
+    };
+    for (size_t i = 0; i < sizeof FIELD_OPTION / sizeof FIELD_OPTION[0]; i++)
+        if (strstr(msg, FIELD_OPTION[i][0])) {
+            char buf[sizeof ((Error *)0)->msg + 64];
+            snprintf(buf, sizeof buf, "%s: %s", FIELD_OPTION[i][1], msg);
+            cli_usage_error("generate", buf);
+        }
+    cli_usage_error("generate", msg);
+}
+
 // The sampler's parameters from the options; breakers and biases are allocated into *owned
 // (freed by the caller after sampler_init, which copies them). DRY's breakers are text, made
 // tokens by the model's tokenizer: with tok NULL (checking the options before the model
@@ -478,7 +502,7 @@ static int run(LabRun *r) {
     void *breakers, *biases;
     SamplerParams params = sampler_params(NULL, &breakers, &biases); // options checked before the model loads
     Error err;
-    if (sampler_params_validate(&params, &err) != 0) cli_usage_error("generate", err.msg);
+    if (sampler_params_validate(&params, &err) != 0) sampler_usage_error(err.msg);
     free(biases);
     if (draft_path && lookup) cli_usage_error("generate", "--draft and --lookup are two drafts: give one");
     if ((draft_path || lookup) && n_probs > 0)
@@ -524,7 +548,7 @@ static int run(LabRun *r) {
         die("prompt (%d tokens) + -n %ld exceeds the model's context of %d tokens", n_prompt, n_tokens, c->seq_len);
     params = sampler_params(&tok, &breakers, &biases);
     Sampler sampler;
-    if (sampler_init(&sampler, c->vocab_size, &params, &err) != 0) cli_usage_error("generate", err.msg);
+    if (sampler_init(&sampler, c->vocab_size, &params, &err) != 0) sampler_usage_error(err.msg);
     free(breakers);
     free(biases);
 
