@@ -20,12 +20,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common.h"
 #include "csv.h"
 #include "gguf.h"
+#include "run_program.h"
 
 #define MODEL "out/models/real/smollm2-135m-instruct-q4_1.gguf"
 
@@ -42,44 +42,22 @@ static char tmp_dir[64];
 
 // ---- running bin/bench ---------------------------------------------------------------------------
 
-typedef struct {
-    int status; // exit status, -1 when it did not exit
-    char *out, *err;
-} Run;
-
-static char *read_text(const char *path) {
-    char *buf;
-    size_t len;
-    Error err;
-    if (file_read_all(path, &buf, &len, &err)) fail_msg("%s", err.msg);
-    return buf;
-}
-
 static void write_text(const char *path, const char *text) {
     FILE *f = fopenCheck(path, "w");
     fputs(text, f);
     fcloseCheck(f);
 }
 
-static Run run_bench(const char *args) {
+static ProgramRun run_bench(const char *args) {
     const char *bin = getenv("INFERLAB_BIN") ? getenv("INFERLAB_BIN") : "bin";
-    char cmd[1024], out[128], err[128];
-    snprintf(out, sizeof out, "%s/stdout", tmp_dir);
-    snprintf(err, sizeof err, "%s/stderr", tmp_dir);
-    snprintf(cmd, sizeof cmd, "%s/bench %s > %s 2> %s", bin, args, out, err);
-    int status = system(cmd);
-    Run r = {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(out), read_text(err)};
-    return r;
-}
-
-static void run_free(Run *r) {
-    free(r->out);
-    free(r->err);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/bench %s", bin, args);
+    return run_program(tmp_dir, cmd);
 }
 
 // A run that must succeed (exit status 0).
-static Run run_ok(const char *args) {
-    Run r = run_bench(args);
+static ProgramRun run_ok(const char *args) {
+    ProgramRun r = run_bench(args);
     if (r.status != 0) fail_msg("bin/bench %s: exit status %d, stderr: %s", args, r.status, r.err);
     return r;
 }
@@ -136,7 +114,7 @@ static void file_tensor_totals(uint64_t *bytes, uint64_t *elems) {
 static void test_csv_is_llama_bench_columns_and_tests(void **state) {
     (void)state;
     require_model();
-    Run r = run_ok("-m " MODEL " -p 8 -n 4 -r 2 -t 1 -o csv");
+    ProgramRun r = run_ok("-m " MODEL " -p 8 -n 4 -r 2 -t 1 -o csv");
     char *lines[8];
     assert_int_equal(split_lines(r.out, lines, 8), 3); // the header, pp8, tg4
     assert_string_equal(lines[0], LLAMA_BENCH_COLUMNS);
@@ -170,7 +148,7 @@ static void test_csv_is_llama_bench_columns_and_tests(void **state) {
         assert_true(strtod(f[column("avg_ts")], NULL) > 0);
         assert_true(strtod(f[column("stddev_ts")], NULL) >= 0);
     }
-    run_free(&r);
+    program_run_free(&r);
 }
 
 // ---- JSON -----------------------------------------------------------------------------------------
@@ -241,7 +219,7 @@ static void check_statistics(const JsonTest *t) {
 static void test_json_samples_give_the_averages(void **state) {
     (void)state;
     require_model();
-    Run r = run_ok("-m " MODEL " -p 8 -n 4 -r 2 -t 1 -o json");
+    ProgramRun r = run_ok("-m " MODEL " -p 8 -n 4 -r 2 -t 1 -o json");
     char json[128], script[128], cmd[512];
     snprintf(json, sizeof json, "%s/bench.json", tmp_dir);
     snprintf(script, sizeof script, "%s/dump.py", tmp_dir);
@@ -250,7 +228,7 @@ static void test_json_samples_give_the_averages(void **state) {
     snprintf(cmd, sizeof cmd, "python3 %s %s > %s/dump.txt", script, json, tmp_dir);
     if (system(cmd) != 0) fail_msg("python3 cannot read bin/bench's JSON:\n%s", r.out);
     snprintf(cmd, sizeof cmd, "%s/dump.txt", tmp_dir);
-    char *dump = read_text(cmd), *lines[6];
+    char *dump = read_text_file(cmd), *lines[6];
     assert_int_equal(split_lines(dump, lines, 6), 5);
     assert_string_equal(lines[0], "2");
     for (int i = 0; i < 2; i++) {
@@ -263,7 +241,7 @@ static void test_json_samples_give_the_averages(void **state) {
         check_statistics(&t);
     }
     free(dump);
-    run_free(&r);
+    program_run_free(&r);
 }
 
 // ---- markdown -------------------------------------------------------------------------------------
@@ -293,7 +271,7 @@ static void md_cell(const char *row, int i, char *out, size_t size) {
 static void test_markdown_names_the_tests(void **state) {
     (void)state;
     require_model();
-    Run r = run_ok("-m " MODEL " -p 2-4*2 -p 8 -n 4 -d 0,8 -r 1 -t 1");
+    ProgramRun r = run_ok("-m " MODEL " -p 2-4*2 -p 8 -n 4 -d 0,8 -r 1 -t 1");
     static const char *const TESTS[] = {"pp2", "pp4", "pp8", "tg4", "pp2 @ d8", "pp4 @ d8", "pp8 @ d8", "tg4 @ d8"};
     enum { N_TESTS = sizeof TESTS / sizeof TESTS[0] };
     char *lines[N_TESTS + 4];
@@ -320,7 +298,7 @@ static void test_markdown_names_the_tests(void **state) {
             fail_msg("t/s '%s': one repetition is a mean > 0 and a deviation of 0", cell);
     }
     assert_true(strncmp(lines[2 + N_TESTS], "build: ", 7) == 0);
-    run_free(&r);
+    program_run_free(&r);
 }
 
 // ---- bad input --------------------------------------------------------------------------------------
@@ -351,14 +329,14 @@ static void test_bad_input_is_an_error_on_stderr_only(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[512];
         snprintf(args, sizeof args, "-m %s %s", cases[i].model, cases[i].args);
-        Run r = run_bench(args);
+        ProgramRun r = run_bench(args);
         printf("bin/bench %s: exit %d, %s", args, r.status, r.err);
         if (r.status != cases[i].status)
             fail_msg("bin/bench %s: exit status %d, want %d", args, r.status, cases[i].status);
         if (strncmp(r.err, cases[i].message, strlen(cases[i].message)) != 0)
             fail_msg("bin/bench %s: stderr '%s' does not begin '%s'", args, r.err, cases[i].message);
         if (r.out[0] != '\0') fail_msg("bin/bench %s printed on stdout: %s", args, r.out);
-        run_free(&r);
+        program_run_free(&r);
     }
 }
 

@@ -8,7 +8,7 @@
 //   - --samplers and the new samplers' options: a clear error naming the option or the sampler,
 //     exit 2 and nothing generated, for an unknown sampler, mirostat's tau 0, a malformed bias,
 //     --n-probs with a draft.
-// Run from the repository root: make bin/generate build/tests/test_generate_cli &&
+// ProgramRun from the repository root: make bin/generate build/tests/test_generate_cli &&
 // ./build/tests/test_generate_cli (INFERLAB_BIN names the programs' directory, default bin).
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,51 +17,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common.h"
+#include "run_program.h"
 
 #define MODEL "out/models/real/smollm2-135m-instruct-q4_1.gguf"
 #define PROMPT "The capital of France is"
 
 static char tmp_dir[64];
 
-typedef struct {
-    int status; // exit status, -1 when it did not exit
-    char *out, *err;
-} Run;
-
-static char *read_text(const char *path) {
-    char *buf;
-    size_t len;
-    Error err;
-    if (file_read_all(path, &buf, &len, &err)) fail_msg("%s", err.msg);
-    return buf;
-}
-
 // bin/generate on the model and prompt with one thread, greedy unless args say otherwise.
-static Run run_generate(const char *args) {
+static ProgramRun run_generate(const char *args) {
     if (access(MODEL, R_OK) != 0) fail_msg("%s is missing: run `make real-models`", MODEL);
     const char *bin = getenv("INFERLAB_BIN") ? getenv("INFERLAB_BIN") : "bin";
-    char cmd[2048], out[128], err[128];
-    snprintf(out, sizeof out, "%s/stdout", tmp_dir);
-    snprintf(err, sizeof err, "%s/stderr", tmp_dir);
-    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 %s/generate --model %s --prompt '%s' --temperature 0 %s > %s 2> %s",
-             bin, MODEL, PROMPT, args, out, err);
-    int status = system(cmd);
-    return (Run){WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(out), read_text(err)};
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 %s/generate --model %s --prompt '%s' --temperature 0 %s", bin, MODEL,
+             PROMPT, args);
+    return run_program(tmp_dir, cmd);
 }
 
-static Run run_ok(const char *args) {
-    Run r = run_generate(args);
+static ProgramRun run_ok(const char *args) {
+    ProgramRun r = run_generate(args);
     if (r.status != 0) fail_msg("bin/generate %s: exit status %d, stderr: %s", args, r.status, r.err);
     return r;
-}
-
-static void run_free(Run *r) {
-    free(r->out);
-    free(r->err);
 }
 
 static int setup(void **state) {
@@ -81,17 +60,17 @@ static int teardown(void **state) {
 // the text ends with " Paris"; a stop string generation never completes changes nothing.
 static void test_stop_string(void **state) {
     (void)state;
-    Run plain = run_ok("-n 12");
+    ProgramRun plain = run_ok("-n 12");
     const char *dot = strstr(plain.out, PROMPT " Paris.");
     if (!dot) fail_msg("the greedy text is not ' Paris.': %s", plain.out);
-    Run stopped = run_ok("-n 12 --stop .");
+    ProgramRun stopped = run_ok("-n 12 --stop .");
     assert_string_equal(stopped.out, PROMPT " Paris\n");
-    Run never = run_ok("-n 12 --stop 'no such text here'");
+    ProgramRun never = run_ok("-n 12 --stop 'no such text here'");
     assert_string_equal(never.out, plain.out);
     // a stop string that generation begins but never finishes: the held prefix is printed
-    Run started = run_ok("-n 2 --stop ' Paris, France'"); // two tokens: " Paris" "."
+    ProgramRun started = run_ok("-n 2 --stop ' Paris, France'"); // two tokens: " Paris" "."
     assert_string_equal(started.out, PROMPT " Paris.\n");
-    run_free(&plain), run_free(&stopped), run_free(&never), run_free(&started);
+    program_run_free(&plain), program_run_free(&stopped), program_run_free(&never), program_run_free(&started);
 }
 
 // "n-probs: ID 'TEXT' | ID LN_P 'TEXT' | ..." lines: the ids and log-probabilities of one.
@@ -108,7 +87,7 @@ static int parse_n_probs(const char *line, int *token, int *ids, float *lp, int 
 
 static void test_n_probs(void **state) {
     (void)state;
-    Run r = run_ok("-n 4 --n-probs 3");
+    ProgramRun r = run_ok("-n 4 --n-probs 3");
     int lines = 0;
     for (const char *line = strstr(r.err, "n-probs: "); line; line = strstr(line + 1, "n-probs: ")) {
         int token, ids[3];
@@ -119,31 +98,31 @@ static void test_n_probs(void **state) {
         lines++;
     }
     assert_int_equal(lines, 4);
-    run_free(&r);
+    program_run_free(&r);
 }
 
 static void test_logit_bias_forbids_the_greedy_token(void **state) {
     (void)state;
-    Run probs = run_ok("-n 1 --n-probs 2");
+    ProgramRun probs = run_ok("-n 1 --n-probs 2");
     int token, ids[2];
     float lp[2];
     assert_int_equal(parse_n_probs(strstr(probs.err, "n-probs: "), &token, ids, lp, 2), 2);
     char args[128];
     snprintf(args, sizeof args, "-n 1 --n-probs 2 --logit-bias %d-inf", ids[0]);
-    Run biased = run_ok(args);
+    ProgramRun biased = run_ok(args);
     int chosen, again[2];
     assert_int_equal(parse_n_probs(strstr(biased.err, "n-probs: "), &chosen, again, lp, 2), 2);
     assert_int_equal(again[0], ids[0]); // n-probs shows the model's own order ...
     assert_int_equal(chosen, ids[1]);   // ... and the sampler took the runner-up
-    run_free(&probs), run_free(&biased);
+    program_run_free(&probs), program_run_free(&biased);
 }
 
 static void expect_usage_error(const char *args, const char *needle) {
-    Run r = run_generate(args);
+    ProgramRun r = run_generate(args);
     if (r.status != 2) fail_msg("bin/generate %s: exit status %d, want 2; stderr: %s", args, r.status, r.err);
     if (!strstr(r.err, needle)) fail_msg("bin/generate %s: stderr lacks '%s': %s", args, needle, r.err);
     if (r.out[0]) fail_msg("bin/generate %s printed text: %s", args, r.out);
-    run_free(&r);
+    program_run_free(&r);
 }
 
 static void test_bad_sampler_options(void **state) {

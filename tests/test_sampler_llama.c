@@ -2,7 +2,7 @@
 // tests/fixtures/real/<model>/candidates-synthetic.txt holds, per prompt and step, the step's
 // token and how many candidates each of nine llama.cpp chains kept
 // (tests/fixtures/real/llama_candidates.c recorded it through libllama; the README there says
-// how). The logits are synthetic_logits' (the same function as the recorder's): exact in float,
+// how). The logits are synthetic_logits.h's (the recorder's own): exact in float,
 // so this machine has the very logits llama.cpp's sampler saw, whatever its kernels; the
 // tokenizer is the model's (DRY's breakers are its tokens). The same chains, built with this
 // sampler, must keep exactly as many candidates at every step, except where llama.cpp's float
@@ -27,6 +27,7 @@
 
 #include "common.h"
 #include "dry_breakers.h"
+#include "fixtures/real/synthetic_logits.h"
 #include "gguf.h"
 #include "sampler.h"
 #include "session.h"
@@ -64,30 +65,6 @@ static SamplerParams chain_params(int c, const SamplerBreaker *breakers, int n_b
     case 8: p.temperature = 0.7f, p.min_p = 0.05f, p.top_k = 40, p.top_p = 0.9f; break;
     }
     return p;
-}
-
-static uint64_t mix64(uint64_t z) { // splitmix64's finaliser
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-// llama_candidates.c's synthetic logits of step t after seq (n), exactly: a hash's leading
-// zero bits set a token's level (a few tokens at the top; at most 20), 16 more bits its place
-// in the level, 1 to 3 nats a level by t; the last 16 tokens of seq get + 12 once.
-static void synthetic_logits(float *logits, int V, int t, const int *seq, int n, unsigned char *seen) {
-    static const int SCALE[4] = {2, 3, 4, 6};
-    int c = SCALE[t % 4];
-    for (int i = 0; i < V; i++) {
-        uint64_t h = mix64(((uint64_t)t << 32) ^ (uint64_t)i);
-        int g = h ? __builtin_clzll(h) : 64;
-        g = g < 20 ? g : 20;
-        logits[i] = (float)((g * 65536 + (int)(h & 65535)) * c) / 131072.0f;
-    }
-    for (int j = n > 16 ? n - 16 : 0; j < n; j++)
-        if (!seen[seq[j]]) seen[seq[j]] = 1, logits[seq[j]] += 12.0f;
-    for (int j = n > 16 ? n - 16 : 0; j < n; j++) seen[seq[j]] = 0;
 }
 
 // Parse "<tag> <n> <ids...>" (n <= cap); returns n.
@@ -170,7 +147,7 @@ static int compare_fixture(int m, const char *file, int synthetic, int *unexplai
             if (sscanf(line + used, "%d%n", &kept[c], &k) != 1) fail_msg("%s: step %d lacks chain %d", fixture, step, c);
         const float *logits = synthetic ? synth : s.logits;
         if (synthetic) synthetic_logits(synth, V, step, seq, n, seen);
-        int ours_next = synthetic && step % 3 != 2 ? seq[n >= 8 ? n - 8 : 0] : sampler_argmax(logits, V);
+        int ours_next = synthetic ? synthetic_next(step, seq, n, sampler_argmax(logits, V)) : sampler_argmax(logits, V);
         if (synthetic && ours_next != token)
             fail_msg("%s prompt %d step %d: the next token is %d here, %d in the recording", fixture, prompts, step,
                      ours_next, token);
