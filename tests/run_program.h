@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -30,6 +31,18 @@ static inline ProgramRun run_program(const char *dir, const char *command) {
     snprintf(cmd, sizeof cmd, "%s > %s 2> %s", command, out, err);
     int status = system(cmd);
     return (ProgramRun){WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text_file(out), read_text_file(err)};
+}
+
+// A fresh directory /tmp/inferlab_<name>_XXXXXX in dir (size n) for a test group's runs; 0 or -1.
+static inline int program_dir_make(char *dir, size_t n, const char *name) {
+    snprintf(dir, n, "/tmp/inferlab_%s_XXXXXX", name);
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static inline int program_dir_remove(const char *dir) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd);
 }
 
 static inline void program_run_free(ProgramRun *r) {

@@ -76,15 +76,12 @@ static void require_model(void) {
 
 static int setup(void **state) {
     (void)state;
-    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/inferlab_bench_cli_XXXXXX");
-    return mkdtemp(tmp_dir) ? 0 : -1;
+    return program_dir_make(tmp_dir, sizeof tmp_dir, "bench_cli");
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
-    return system(cmd);
+    return program_dir_remove(tmp_dir);
 }
 
 // ---- CSV ------------------------------------------------------------------------------------------

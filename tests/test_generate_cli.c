@@ -45,15 +45,12 @@ static ProgramRun run_ok(const char *args) {
 
 static int setup(void **state) {
     (void)state;
-    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/inferlab_generate_cli_XXXXXX");
-    return mkdtemp(tmp_dir) ? 0 : -1;
+    return program_dir_make(tmp_dir, sizeof tmp_dir, "generate_cli");
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
-    return system(cmd);
+    return program_dir_remove(tmp_dir);
 }
 
 // The greedy continuation of PROMPT (12 tokens) is " Paris. ..." on this model: stop at "." and
