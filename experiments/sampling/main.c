@@ -59,10 +59,13 @@ typedef struct {
     int n_windows, window;  // held-out positions: n_windows windows of up to `window` tokens
     int n_prompts, gen_len; // continuations per setting, tokens each
     int sample_len;         // tokens per continuation in the samples table
+    int real_sample_len;    // the same for --real-model (quick: a few tokens test the path)
 } Sizes;
 
-static const Sizes QUICK = {.n_windows = 2, .window = 64, .n_prompts = 2, .gen_len = 24, .sample_len = 24};
-static const Sizes FULL = {.n_windows = 8, .window = 256, .n_prompts = 8, .gen_len = 96, .sample_len = 48};
+static const Sizes QUICK = {
+    .n_windows = 2, .window = 64, .n_prompts = 2, .gen_len = 24, .sample_len = 24, .real_sample_len = 4};
+static const Sizes FULL = {
+    .n_windows = 8, .window = 256, .n_prompts = 8, .gen_len = 96, .sample_len = 48, .real_sample_len = 48};
 
 // The sweeps, in the order their rows are written.
 static const double TEMPERATURES[] = {0,   0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
@@ -741,7 +744,7 @@ static int run(LabRun *r) {
     write_chains(r, &lab, &pr, &ho, gen_len);
     CsvWriter samples = lab_csv(r, TABLE_SAMPLES);
     write_samples(&samples, &lab, "target", pr.text[0], pr.tokens[0], pr.lens[0], sample_len);
-    if (real_model_path) write_real_samples(&samples, real_model_path, seed, sz->sample_len);
+    if (real_model_path) write_real_samples(&samples, real_model_path, seed, sz->real_sample_len);
     csv_close(&samples);
     write_temperature(r, &lab, &pr, &ho, gen_len);
 
