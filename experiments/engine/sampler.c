@@ -67,8 +67,10 @@ const char *sampler_stage_name(SamplerStage stage) {
 }
 
 // Written so that NaN fails every check (comparisons with NaN are false).
-#define CHECK(ok, ...) \
-    if (!(ok)) return error_set(err, "sampler: " __VA_ARGS__)
+#define CHECK(ok, ...)                                                  \
+    do {                                                                \
+        if (!(ok)) return error_set(err, "sampler: " __VA_ARGS__);      \
+    } while (0)
 
 int sampler_params_validate(const SamplerParams *p, Error *err) {
     CHECK(p->temperature >= 0.0f && isfinite(p->temperature),
