@@ -17,7 +17,10 @@
 // uploaded to backend memory whenever it changes (the kernels read that copy). Bookkeeping
 // (reference counts, free list) is host-side. A pool of kv_dim 0 holds no rows at all, only
 // the bookkeeping: what a simulated server (a step-cost model instead of a model) needs.
-// MLA's latent cache is not paged here.
+// A prefix cache (prefix_cache.h) may be attached: the blocks it indexes are copied before a
+// write like shared ones, and when nobody holds them they wait, evictable, instead of being
+// free; a block is taken from the free list first and evicted from the cache only when none
+// is left. MLA's latent cache is not paged here.
 // Tests: make build/tests/test_paged && ./build/tests/test_paged
 #pragma once
 
@@ -31,6 +34,8 @@ typedef struct {
     int *ref;                // host (n_blocks): sequences holding each block; 0 = free
     int *free_list;          // host (n_blocks): a stack of the free blocks
     int n_free;
+    unsigned char *indexed;  // host (n_blocks): 1 while the prefix cache indexes the block
+    struct PrefixCache *index; // the attached prefix cache, or NULL
 } KVPool;
 
 typedef struct {
@@ -49,6 +54,8 @@ void kv_pool_free(KVPool *p);
 static inline int kv_pool_blocks_for(const KVPool *p, int n) { return (n + p->block_size - 1) / p->block_size; }
 // Bytes of the pool: 2 * L * n_blocks * block_size * kv_dim * sizeof(float).
 size_t kv_pool_bytes(const KVPool *p);
+// Blocks a sequence can still take: the free ones and the prefix cache's evictable ones.
+int kv_pool_available(const KVPool *p);
 
 // An empty sequence of up to max_positions positions on the pool (it holds no block yet).
 void paged_seq_open(PagedSeq *s, KVPool *p, int max_positions);
@@ -56,18 +63,23 @@ void paged_seq_open(PagedSeq *s, KVPool *p, int max_positions);
 void paged_seq_close(PagedSeq *s);
 // Drop every block and empty the sequence (preemption: it is recomputed later).
 void paged_seq_release(PagedSeq *s);
-// Blocks that paged_seq_prepare(s, pos, n) would take from the free list: new blocks for
-// positions past those mapped, and copies of shared blocks that the write touches.
+// Blocks that paged_seq_prepare(s, pos, n) would take from the pool: new blocks for positions
+// past those mapped, and copies of shared (or prefix-cached) blocks that the write touches.
 int paged_seq_blocks_needed(const PagedSeq *s, int pos, int n);
 // Make positions pos .. pos + n - 1 writable (pos <= the sequence's length): map new blocks
-// past the end and copy every shared block in that range to a private one (copy-on-write),
-// so no other sequence sees the write. 0, or -1 with nothing changed when the pool has too few
-// free blocks or n positions exceed max_positions.
+// past the end and copy every shared or prefix-cached block in that range to a private one
+// (copy-on-write), so no other sequence, and no cached prefix, sees the write. 0, or -1 with
+// nothing changed when the pool has too few available blocks or n positions exceed
+// max_positions.
 int paged_seq_prepare(PagedSeq *s, int pos, int n);
 // dst (open and empty, same pool) becomes a copy of src that shares all its blocks: the
 // prefix src has cached, at no memory cost until one of them writes into a shared block.
 void paged_seq_fork(PagedSeq *dst, const PagedSeq *src);
-// Keep the first n positions (n <= length); blocks past them go back to the pool.
+// Append block b of the pool to s's table as a shared block (held once more) and make s's
+// length `len`: how a prefix cache hands over a cached block.
+void paged_seq_share_block(PagedSeq *s, int b, int len);
+// Keep the first n positions (n <= length); blocks past them go back to the pool, the last
+// first (so a prefix cache evicts a prefix's tail before its head).
 void paged_seq_truncate(PagedSeq *s, int n);
 static inline int paged_seq_len(const PagedSeq *s) { return s->cache.len; }
 static inline int paged_seq_n_blocks(const PagedSeq *s) { return s->cache.layout.n_blocks; }
