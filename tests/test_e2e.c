@@ -118,10 +118,12 @@ static int teardown(void **state) {
 }
 
 // bin/serving's metric columns, after each table's keys.
+#define SERVING_LATENCY(x) x "_mean," x "_median," x "_std," x "_p10," x "_p50," x "_p90," x "_p99,"
 #define SERVING_METRICS                                                                                          \
-    "rate_req_s,request_throughput_req_s,output_throughput_tok_s,ttft_ms_mean,ttft_ms_median,ttft_ms_p10,"  \
-    "ttft_ms_p90,ttft_ms_p99,tpot_ms_mean,tpot_ms_median,tpot_ms_p10,tpot_ms_p90,tpot_ms_p99,itl_ms_mean,"      \
-    "itl_ms_median,itl_ms_p10,itl_ms_p90,itl_ms_p99,kv_util,waited_frac,preempted_frac,n_requests,n_steps"
+    "rate_req_s,request_throughput_req_s,output_throughput_tok_s,total_throughput_tok_s," SERVING_LATENCY("ttft_ms") \
+    SERVING_LATENCY("tpot_ms") SERVING_LATENCY("itl_ms") SERVING_LATENCY("e2el_ms")                              \
+    "goodput_server_req_s,good_frac_server,goodput_interactive_req_s,good_frac_interactive,kv_util,waited_frac,"  \
+    "preempted_frac,cache_hit_rate,n_requests,n_steps"
 
 // The quick profile's sweeps fix every table's size (see each experiment's settings).
 static const struct {
@@ -217,16 +219,20 @@ static const struct {
                          "val_bits_per_byte_delta,passkey_accuracy,passkey_samples,decode_tok_s_median,decode_tok_s_p10,"
                          "decode_tok_s_p90,prefill_tok_s_median,prefill_tok_s_p10,prefill_tok_s_p90,decode_reps,"
                          "prefill_reps,decode_gb_s,stream_gb_s,bandwidth_fraction", 12},
-    // serving: 3 batch sizes, 2 prefix lengths x sharing off / on, the two calibration points,
-    // 9 simulated batch sizes per GPU, and 9 (policy, cache, sharing) x 3 loads (x 2 GPUs)
+    // serving: 3 batch sizes, 2 prefix lengths x prefix cache off / hash, 2 workloads x 3 prefix caches,
+    // the two calibration points,
+    // 9 simulated batch sizes per GPU, and 9 (policy, cache, prefix cache) x 3 loads (x 2 GPUs)
     {"serving_batch.csv", "max_batch," SERVING_METRICS, 3},
-    {"serving_prefix.csv", "prefix_len,prefix_sharing,kv_positions_held_mean,kv_positions_held_peak,saving_frac,"
+    {"serving_prefix.csv", "prefix_len,prefix_cache,kv_positions_held_mean,kv_positions_held_peak,saving_frac,"
                            "saving_frac_estimate", 4},
     {"serving_calibration.csv", "hardware,batch,context,step_ms,tok_s,lecture_step_ms,lecture_tok_s,roofline_ms,"
                                 "bandwidth_efficiency,overhead_ms", 2},
     {"serving_sim_steps.csv", "hardware,batch,context,step_ms,tok_s", 18},
-    {"serving_sim.csv", "hardware,policy,cache,prefix_sharing,load_frac," SERVING_METRICS, 54},
-    {"serving_sweep.csv", "policy,cache,prefix_sharing,load_frac," SERVING_METRICS, 27},
+    {"serving_prefix_cache.csv", "workload,prefix_cache,hit_rate,ttft_ms_mean,ttft_ms_p50,ttft_ms_p99,tpot_ms_p50,"
+                                 "kv_positions_held_mean,kv_positions_held_peak,output_throughput_tok_s,"
+                                 "good_frac_server,evictions,prompt_tokens_mean,n_requests", 6},
+    {"serving_sim.csv", "hardware,policy,cache,prefix_cache,load_frac," SERVING_METRICS, 54},
+    {"serving_sweep.csv", "policy,cache,prefix_cache,load_frac," SERVING_METRICS, 27},
 };
 
 static void test_csv_headers_and_rows(void **state) {
@@ -517,11 +523,12 @@ static const struct {
     {"long_context_cost.csv", "method,context_len,context_mult,window,n_sink,cache,reps,decode_steps,kv_rows,kv_bytes"},
     // serving: the measured runs' clock is the wall clock; the simulated ones' a formula
     {"serving_batch.csv", "max_batch,n_requests"},
-    {"serving_prefix.csv", "prefix_len,prefix_sharing,saving_frac_estimate"},
+    {"serving_prefix.csv", "prefix_len,prefix_cache,saving_frac_estimate"},
+    {"serving_prefix_cache.csv", "workload,prefix_cache,prompt_tokens_mean,n_requests"},
     {"serving_calibration.csv", "*"},
     {"serving_sim_steps.csv", "*"},
     {"serving_sim.csv", "*"},
-    {"serving_sweep.csv", "policy,cache,prefix_sharing,load_frac,n_requests"},
+    {"serving_sweep.csv", "policy,cache,prefix_cache,load_frac,n_requests"},
 };
 
 static void compare_columns(const char *file, const char *columns) {

@@ -2,13 +2,17 @@
 // workload (workload.h), on a small random model.
 //  - every request of a run gets exactly the greedy tokens that running it alone gives, under
 //    every policy (static, continuous, chunked prefill), both caches (reserve, paged) and
-//    prefix sharing off and on, including runs with a KV pool small enough that requests are
-//    preempted and recomputed (the test checks that preemptions happened);
+//    prefix caching off, hash and radix, on requests of which some are chat turns that resend
+//    earlier requests' prompts and outputs, including runs with a KV pool small enough that
+//    requests are preempted and recomputed (the test checks that preemptions happened, and
+//    that the radix cache found more than the hash cache);
 //  - the mechanism behind it: a forward of up to SERVE_MAX_ROWS rows that mixes a prefill
 //    chunk of one sequence with decode rows of others gives each row bit for bit the logits
 //    of that sequence's rows run alone;
 //  - a simulated run (constant step cost) serves every request, frees every block, and gives
-//    the times a hand count predicts for a lone request;
+//    the times a hand count predicts for a lone request; with at most one request in flight
+//    each is sent when the one before ends; a chat turn is sent its think time after the turn
+//    it follows, and the radix cache hands it all the computed tokens of that turn;
 //  - the gamma arrival process has the requested mean rate (5% over 20000 gaps) and its gaps
 //    the squared coefficient of variation 1 / burstiness (10%).
 // Run: make build/tests/test_serving && ./build/tests/test_serving
@@ -24,36 +28,47 @@
 #include "scheduler.h"
 #include "workload.h"
 
-enum { N_REQ = 14, PREFIX = 11, MAX_PROMPT = 30, MAX_OUT = 12 };
+enum { N_REQ = 14, N_FIRST = 10, PREFIX = 11, MAX_OWN = 23, MAX_OUT = 8, MAX_POS = 64 };
 
 typedef struct {
     Request reqs[N_REQ];
-    int prompts[N_REQ][MAX_PROMPT];
+    int prompts[N_REQ][MAX_OWN];
     int solo[N_REQ][MAX_OUT];
 } Requests;
 
-// Random prompts (some after a shared prefix), output lengths and arrivals about two steps apart.
+// Ten random prompts (some after a shared prefix) arriving about two steps apart, then four
+// follow-ups (chat turns: a few new tokens after an earlier request's prompt and output; the
+// last one follows a follow-up), sent 1 ms after the turn they follow ends.
 static void make_requests(Requests *q, int vocab, uint64_t seed) {
     uint64_t rng = rng_seed(seed);
     int prefix[PREFIX];
     random_tokens(prefix, PREFIX, vocab, seed + 1);
     double t = 0;
     for (int i = 0; i < N_REQ; i++) {
-        int shared = rng_u64(&rng) % 2, n = (shared ? PREFIX : 0) + 1 + (int)(rng_u64(&rng) % 19);
+        int first = i < N_FIRST, shared = first && rng_u64(&rng) % 2;
+        int n = first ? (shared ? PREFIX : 0) + 1 + (int)(rng_u64(&rng) % 12) : 1 + (int)(rng_u64(&rng) % 6);
         random_tokens(q->prompts[i], n, vocab, seed + 10 + i);
         if (shared) memcpy(q->prompts[i], prefix, sizeof prefix);
         t += 0.002 * rng_uniform(&rng);
-        q->reqs[i] = (Request){t, n, 1 + (int)(rng_u64(&rng) % MAX_OUT), shared ? PREFIX : 0, q->prompts[i]};
+        q->reqs[i] = (Request){.arrival_s = first ? t : 0, .prompt_len = n,
+                               .output_len = 1 + (int)(rng_u64(&rng) % MAX_OUT), .prefix_len = shared ? PREFIX : 0,
+                               .prompt = q->prompts[i], .follows = first ? -1 : i == N_REQ - 1 ? N_FIRST : 2 * (i - N_FIRST),
+                               .think_s = first ? 0 : 0.001};
     }
 }
 
-// Each request alone: prefill its prompt, then greedy decoding.
+// Each request alone, in order (a follow-up's prompt repeats the earlier turns' solo outputs):
+// prefill its whole prompt, then greedy decoding.
 static void solo_tokens(Engine *e, Requests *q) {
+    int *outputs[N_REQ], prompt[MAX_POS];
+    for (int i = 0; i < N_REQ; i++) outputs[i] = q->solo[i];
     for (int i = 0; i < N_REQ; i++) {
         Session s;
         Error err;
-        session_open(&s, e, q->reqs[i].prompt_len + q->reqs[i].output_len);
-        if (session_prefill(&s, q->reqs[i].prompt, q->reqs[i].prompt_len, NULL, &err)) fail_msg("%s", err.msg);
+        int n = request_full_prompt(q->reqs, i, outputs, prompt);
+        assert_int_equal(n, request_full_prompt_len(q->reqs, i));
+        session_open(&s, e, n + q->reqs[i].output_len);
+        if (session_prefill(&s, prompt, n, NULL, &err)) fail_msg("%s", err.msg);
         for (int k = 0; k < q->reqs[i].output_len; k++) {
             q->solo[i][k] = sampler_argmax(s.logits, e->config.vocab_size);
             if (k + 1 < q->reqs[i].output_len && session_decode(&s, q->solo[i][k], &err)) fail_msg("%s", err.msg);
@@ -62,11 +77,12 @@ static void solo_tokens(Engine *e, Requests *q) {
     }
 }
 
-static int serve_and_compare(Engine *e, const Requests *q, ServeConfig cfg) {
+// Serve the requests under cfg; check every token against the solo run. Returns the preemptions.
+static int serve_and_compare(Engine *e, const Requests *q, ServeConfig cfg, long *cache_hits) {
     Outcome out[N_REQ];
     int tokens[N_REQ][MAX_OUT];
     double times[N_REQ][MAX_OUT];
-    for (int i = 0; i < N_REQ; i++) out[i] = (Outcome){tokens[i], times[i], 0, 0, 0};
+    for (int i = 0; i < N_REQ; i++) out[i] = (Outcome){.tokens = tokens[i], .token_s = times[i]};
     ServeStats st;
     Error err;
     if (serve_run(&cfg, e, NULL, q->reqs, N_REQ, out, &st, &err)) fail_msg("%s", err.msg);
@@ -74,12 +90,18 @@ static int serve_and_compare(Engine *e, const Requests *q, ServeConfig cfg) {
         assert_int_equal(out[i].n_out, q->reqs[i].output_len);
         for (int k = 0; k < q->reqs[i].output_len; k++)
             if (tokens[i][k] != q->solo[i][k])
-                fail_msg("%s / %s / sharing %d, KV %d: request %d token %d is %d, alone %d", POLICY_NAMES[cfg.policy],
-                         CACHE_NAMES[cfg.cache], cfg.prefix_sharing, cfg.kv_tokens, i, k, tokens[i][k], q->solo[i][k]);
+                fail_msg("%s / %s / prefix cache %s, KV %d: request %d token %d is %d, alone %d",
+                         POLICY_NAMES[cfg.policy], CACHE_NAMES[cfg.cache], PREFIX_CACHE_NAMES[cfg.prefix_cache],
+                         cfg.kv_tokens, i, k, tokens[i][k], q->solo[i][k]);
         for (int k = 1; k < out[i].n_out; k++) assert_true(times[i][k] > times[i][k - 1]);
-        assert_true(times[i][0] > q->reqs[i].arrival_s);
+        assert_true(times[i][0] > out[i].sent_s);
+        const Request *r = &q->reqs[i];
+        if (r->follows < 0) assert_true(out[i].sent_s == r->arrival_s);
+        else assert_true(out[i].sent_s == times[r->follows][q->reqs[r->follows].output_len - 1] + r->think_s);
+        assert_int_equal(out[i].prompt_len, request_full_prompt_len(q->reqs, i));
     }
     assert_true(st.kv_util > 0 && st.kv_util <= 1);
+    *cache_hits += st.cache_hits;
     return st.n_preemptions;
 }
 
@@ -97,19 +119,28 @@ static void test_every_policy_gives_solo_tokens(void **state) {
     for (int i = 0; i < N_REQ; i++)
         for (int k = 0; k < q.reqs[i].output_len; k++) distinct += !seen[q.solo[i][k]]++;
     assert_true(distinct >= 10);
-    int preemptions = 0;
+    int preemptions = 0, longest = 0;
+    long hits[PREFIX_CACHE_COUNT] = {0};
+    for (int i = 0; i < N_REQ; i++) {
+        int len = request_full_prompt_len(q.reqs, i) + q.reqs[i].output_len;
+        if (len > longest) longest = len;
+    }
     for (int p = 0; p < POLICY_COUNT; p++)
         for (int k = 0; k < CACHE_COUNT; k++)
-            for (int sharing = 0; sharing <= (k == CACHE_PAGED); sharing++) {
-                // roomy KV and forwards of 16 rows, then (paged) a pool of 8 blocks of 4 (preemptions)
-                // and forwards of 5 rows
+            for (int pc = 0; pc < (k == CACHE_PAGED ? PREFIX_CACHE_COUNT : 1); pc++) {
+                // roomy KV and forwards of 16 rows, then (paged) a pool just large enough for the
+                // longest request (preemptions, evictions) and forwards of 5 rows
                 for (int tight = 0; tight <= 1; tight++) {
-                    ServeConfig cfg = {p, k, sharing, 6, tight ? 5 : SERVE_MAX_ROWS, 4, tight ? 32 : 4 * 48, 48};
-                    if (tight && k == CACHE_RESERVE) cfg.kv_tokens = 48; // one request at a time
-                    preemptions += serve_and_compare(&e, &q, cfg);
+                    ServeConfig cfg = {.policy = p, .cache = k, .prefix_cache = pc, .max_batch = 6,
+                                       .token_budget = tight ? 5 : SERVE_MAX_ROWS, .block_size = 4,
+                                       .kv_tokens = tight ? (longest + 3) / 4 * 4 : 4 * MAX_POS, .reserve_len = MAX_POS};
+                    if (tight && k == CACHE_RESERVE) cfg.kv_tokens = MAX_POS; // one request at a time
+                    preemptions += serve_and_compare(&e, &q, cfg, &hits[pc]);
                 }
             }
     assert_true(preemptions > 0);
+    assert_int_equal(hits[PREFIX_CACHE_OFF], 0);
+    assert_true(hits[PREFIX_CACHE_HASH] > 0 && hits[PREFIX_CACHE_RADIX] > hits[PREFIX_CACHE_HASH]);
     engine_close(&e);
     model_free(&m);
 }
@@ -170,18 +201,21 @@ static double one_second(const void *ctx, int rows, double keys) {
     return 1.0;
 }
 
+#define REQ(t, p, o) {.arrival_s = t, .prompt_len = p, .output_len = o, .follows = -1}
+
 static void test_simulated_run(void **state) {
     (void)state;
-    Request r[3] = {{0.0, 23, 5, 0, NULL}, {100.0, 40, 30, 0, NULL}, {100.5, 9, 2, 0, NULL}};
+    Request r[3] = {REQ(0.0, 23, 5), REQ(100.0, 40, 30), REQ(100.5, 9, 2)};
     int tokens[3][30];
     double times[3][30];
     Outcome out[3];
-    for (int i = 0; i < 3; i++) out[i] = (Outcome){tokens[i], times[i], 0, 0, 0};
+    for (int i = 0; i < 3; i++) out[i] = (Outcome){.tokens = tokens[i], .token_s = times[i]};
     StepCost cost = {one_second, NULL};
     ServeStats st;
     Error err;
     for (int k = 0; k < CACHE_COUNT; k++) {
-        ServeConfig cfg = {POLICY_CHUNKED, k, 0, 4, 8, 16, 1024, 128};
+        ServeConfig cfg = {.policy = POLICY_CHUNKED, .cache = k, .max_batch = 4, .token_budget = 8, .block_size = 16,
+                           .kv_tokens = 1024, .reserve_len = 128};
         if (serve_run(&cfg, NULL, &cost, r, 3, out, &st, &err)) fail_msg("%s", err.msg);
         assert_true(times[0][0] == 3.0); // ceil(23 / 8) forwards
         assert_true(times[0][4] == 7.0);
@@ -190,16 +224,57 @@ static void test_simulated_run(void **state) {
         assert_int_equal(st.n_preemptions, 0);
     }
     // a malformed configuration is an error, not a crash
-    ServeConfig bad = {POLICY_CHUNKED, CACHE_RESERVE, 1, 4, 8, 16, 1024, 128};
+    ServeConfig bad = {.policy = POLICY_CHUNKED, .cache = CACHE_RESERVE, .prefix_cache = PREFIX_CACHE_HASH,
+                       .max_batch = 4, .token_budget = 8, .block_size = 16, .kv_tokens = 1024, .reserve_len = 128};
     assert_int_equal(serve_run(&bad, NULL, &cost, r, 3, out, &st, &err), -1);
-    ServeConfig small = {POLICY_CHUNKED, CACHE_PAGED, 0, 4, 8, 16, 32, 128};
+    ServeConfig small = bad;
+    small.cache = CACHE_PAGED, small.prefix_cache = PREFIX_CACHE_OFF, small.kv_tokens = 32;
     assert_int_equal(serve_run(&small, NULL, &cost, r, 3, out, &st, &err), -1); // 70 positions in 2 blocks
+}
+
+// One-second forwards of up to 8 rows. Three requests of 8 prompt tokens and 3 outputs, all due
+// at 0, one in flight at a time: each is sent when the one before ends and takes three
+// forwards. Then a follow-up of 2 new tokens, 0.5 s after the turn it follows: its prompt of
+// 8 + 3 + 2 = 13 tokens takes two forwards; with the radix cache the first 10 are found (the
+// turn's prompt and all its outputs but the last, whose KV was never computed), one forward.
+static void test_concurrency_and_follow_ups(void **state) {
+    (void)state;
+    int prompts[4][8] = {{1, 2, 3, 4, 5, 6, 7, 8}, {2, 3, 4, 5, 6, 7, 8, 9}, {3, 4, 5, 6, 7, 8, 9, 10}, {11, 12}};
+    Request r[4] = {REQ(0, 8, 3), REQ(0, 8, 3), REQ(0, 8, 3), {.prompt_len = 2, .output_len = 2, .follows = 0, .think_s = 0.5}};
+    for (int i = 0; i < 4; i++) r[i].prompt = prompts[i];
+    int tokens[4][3];
+    double times[4][3];
+    Outcome out[4];
+    for (int i = 0; i < 4; i++) out[i] = (Outcome){.tokens = tokens[i], .token_s = times[i]};
+    StepCost cost = {one_second, NULL};
+    ServeStats st;
+    Error err;
+    ServeConfig cfg = {.policy = POLICY_CHUNKED, .cache = CACHE_PAGED, .max_concurrency = 1, .max_batch = 4,
+                       .token_budget = 8, .block_size = 4, .kv_tokens = 256, .reserve_len = 64};
+    if (serve_run(&cfg, NULL, &cost, r, 3, out, &st, &err)) fail_msg("%s", err.msg);
+    for (int i = 0; i < 3; i++) {
+        assert_true(out[i].sent_s == 3.0 * i);
+        assert_true(times[i][0] == 3.0 * i + 1 && times[i][2] == 3.0 * i + 3);
+    }
+    cfg.max_concurrency = 0;
+    for (int pc = PREFIX_CACHE_OFF; pc <= PREFIX_CACHE_RADIX; pc += PREFIX_CACHE_RADIX) {
+        cfg.prefix_cache = pc;
+        Request two[2] = {r[0], r[3]};
+        if (serve_run(&cfg, NULL, &cost, two, 2, out, &st, &err)) fail_msg("%s", err.msg);
+        assert_true(out[1].sent_s == 3.5);
+        assert_int_equal(out[1].prompt_len, 13);
+        assert_int_equal(out[1].cached, pc ? 10 : 0);
+        assert_true(times[1][0] == 3.5 + (pc ? 1 : 2));
+    }
+    Request loop[2] = {r[3], r[0]}; // a follow-up of a later request
+    assert_int_equal(serve_run(&cfg, NULL, &cost, loop, 2, out, &st, &err), -1);
 }
 
 static void test_gamma_arrivals(void **state) {
     (void)state;
     enum { N = 20001 };
     Request *r = calloc(N, sizeof(Request));
+    for (int i = 0; i < N; i++) r[i].follows = -1;
     double bursts[] = {0.5, 1.0, 4.0};
     for (int b = 0; b < 3; b++) {
         workload_arrivals(r, N, 8.0, bursts[b], 5);
@@ -221,6 +296,7 @@ int main(void) {
         cmocka_unit_test(test_every_policy_gives_solo_tokens),
         cmocka_unit_test(test_mixed_forward_is_rowwise_exact),
         cmocka_unit_test(test_simulated_run),
+        cmocka_unit_test(test_concurrency_and_follow_ups),
         cmocka_unit_test(test_gamma_arrivals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

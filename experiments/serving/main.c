@@ -8,18 +8,19 @@
 // (scheduler.h) on the model, under static batching, continuous batching and continuous
 // batching with chunked prefill, each over a contiguous cache reserving the model's whole
 // context per request (vLLM's pre-paging policy) and over a paged cache, with and without
-// prefix sharing. Time is virtual: arrivals are replayed against the measured duration of
+// automatic prefix caching (hash-keyed as vLLM's; the radix tree of SGLang beside it on
+// few-shot and chat workloads). Time is virtual: arrivals are replayed against the measured duration of
 // every step (a discrete-event clock, no idle waiting), so a run's latencies are those of
 // this machine's forwards. Every request's tokens are checked against running it alone
 // (greedy); the run stops with an error if one differs.
 //
-// Metrics, as vLLM's benchmark_serving defines them: TTFT (arrival to first token), TPOT per
-// request ((last token - first token) / (output tokens - 1), requests of one token left
-// out), ITL (every gap between consecutive tokens, all requests pooled), each as mean,
-// median, p10, p90 and p99 (p10-p90 is the spread a report table's ± shows); request and
-// output-token throughput over the run (first arrival to last token); KV utilisation
-// (positions stored / positions reserved, time-weighted); the fraction of requests that
-// waited in the queue through a step, and that were preempted.
+// Metrics, as vLLM's benchmark (benchmarks/serve.py) computes them (metrics.h): TTFT, TPOT,
+// ITL and E2EL, each as mean, median, std, p10, p50, p90 and p99 (p10-p90 is the spread a
+// report table's ± shows); request, output and total token throughput over the run (first
+// arrival to last token); goodput at MLPerf's server and interactive SLOs scaled to this
+// server's batch-1 decode step (set_slos); KV utilisation (positions stored / positions
+// reserved, time-weighted); the prefix cache's hit rate; the fraction of requests that waited
+// in the queue through a step, and that were preempted.
 //
 // Request rates are fractions (load_frac) of the capacity measured first: continuous
 // batching over the paged cache with every request arriving at once. Past this machine the
@@ -32,11 +33,12 @@
 //
 // Writes under --out:
 //   serving_batch.csv        max_batch -> throughput and latency, every request at once
-//   serving_prefix.csv       prefix_len, prefix_sharing -> KV memory held, the saving and its estimate
+//   serving_prefix.csv       prefix_len, prefix_cache -> KV memory held, the saving and its estimate
+//   serving_prefix_cache.csv workload (few-shot, chat), prefix_cache (off, hash, radix) -> hit rate, latency, memory
 //   serving_calibration.csv  hardware, batch -> simulated step time and tokens/s beside the lecture's
 //   serving_sim_steps.csv    hardware, batch -> simulated decode step time and tokens/s
-//   serving_sim.csv          hardware, policy, cache, prefix_sharing, load_frac -> the metrics (simulated)
-//   serving_sweep.csv        policy, cache, prefix_sharing, load_frac -> the metrics (measured; written last)
+//   serving_sim.csv          hardware, policy, cache, prefix_cache, load_frac -> the metrics (simulated)
+//   serving_sweep.csv        policy, cache, prefix_cache, load_frac -> the metrics (measured; written last)
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +46,9 @@
 #include "budget.h"
 #include "checkpoint.h"
 #include "corpus.h"
+#include "bench.h"
 #include "lab.h"
+#include "metrics.h"
 #include "scheduler.h"
 #include "session.h"
 #include "workload.h"
@@ -59,6 +63,7 @@ typedef struct {
     double loads[MAX_LOADS];
     int n_batches, batches[MAX_BATCHES];
     int n_prefixes, prefixes[MAX_PREFIXES];
+    int shot_len, turn_len, turn_output; // prefix caching's workloads: an example set, a question or chat turn, its output
     int sim_requests;
 } Sizes;
 
@@ -68,6 +73,7 @@ static const Sizes FULL = {
     .n_loads = 5, .loads = {0.25, 0.5, 0.75, 1.0, 1.25},
     .n_batches = 5, .batches = {1, 2, 4, 8, 16},
     .n_prefixes = 4, .prefixes = {16, 32, 64, 96},
+    .shot_len = 96, .turn_len = 48, .turn_output = 24,
     .sim_requests = 1000,
 };
 static const Sizes QUICK = {
@@ -75,6 +81,7 @@ static const Sizes QUICK = {
     .n_loads = 3, .loads = {0.5, 1.0, 1.5},
     .n_batches = 3, .batches = {1, 4, 16},
     .n_prefixes = 2, .prefixes = {8, 16},
+    .shot_len = 32, .turn_len = 24, .turn_output = 12,
     .sim_requests = 200,
 };
 
@@ -84,6 +91,8 @@ enum { MAX_BATCH = 8, TOKEN_BUDGET = SERVE_MAX_ROWS, BLOCK_SIZE = 16, KV_CONTEXT
 // The simulated server (vLLM-like): 256 sequences, 512 rows a forward.
 enum { SIM_MAX_BATCH = 256, SIM_BUDGET = 512 };
 #define SHARED_FRACTION 0.5
+enum { N_SHOT_SETS = 4, CHAT_TURNS = 3 };
+#define CACHE_LOAD 0.75 // prefix caching's runs: requests (chat: conversations x turns) at this fraction of capacity
 #define BURSTINESS 1.0 // Poisson arrivals
 // The lecture's Llama-2-13B on an H100: one decode step at batch 1 and at batch 64.
 #define LECTURE_B1_MS 13.0
@@ -95,85 +104,76 @@ static long calibration_context;
 
 // ---- metrics ----------------------------------------------------------------------------------
 
-typedef struct {
-    double mean, median, p10, p90, p99; // over the requests (TTFT, TPOT) or the tokens (ITL)
-} Summary;
+// The latency percentiles every table reports: vLLM's default p50 / p90 / p99 and p10, the
+// lower end of the spread a report table's ± shows.
+static const double PERCENTILES[] = {10, 50, 90, 99};
+enum { N_PERCENTILES = sizeof PERCENTILES / sizeof PERCENTILES[0] };
+#define SUMMARY_COLUMNS(x) x "_mean," x "_median," x "_std," x "_p10," x "_p50," x "_p90," x "_p99,"
+#define METRIC_COLUMNS                                                                                          \
+    "rate_req_s,request_throughput_req_s,output_throughput_tok_s,total_throughput_tok_s," SUMMARY_COLUMNS("ttft_ms") \
+    SUMMARY_COLUMNS("tpot_ms") SUMMARY_COLUMNS("itl_ms") SUMMARY_COLUMNS("e2el_ms")                              \
+    "goodput_server_req_s,good_frac_server,goodput_interactive_req_s,good_frac_interactive,"                     \
+    "kv_util,waited_frac,preempted_frac,cache_hit_rate,n_requests,n_steps"
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+// The SLO sets goodput is counted against: MLPerf's, scaled to the server (set_slos).
+static SloSet slos[2];
 
-// numpy's percentile (linear between the closest ranks), as benchmark_serving takes it.
-static double percentile(const double *sorted, int n, double q) {
-    double at = q / 100.0 * (n - 1);
-    int lo = (int)floor(at), hi = lo + 1 < n ? lo + 1 : lo;
-    return sorted[lo] + (at - lo) * (sorted[hi] - sorted[lo]);
-}
-
-static Summary summarise(double *x, int n) {
-    Summary s = {0};
-    if (n == 0) return s;
-    qsort(x, n, sizeof(double), cmp_double);
-    for (int i = 0; i < n; i++) s.mean += x[i];
-    s.mean /= n;
-    s.median = percentile(x, n, 50);
-    s.p10 = percentile(x, n, 10);
-    s.p90 = percentile(x, n, 90);
-    s.p99 = percentile(x, n, 99);
-    return s;
+// MLPerf's SLOs were set for Llama-2-70B on data-centre GPUs; a server of another speed keeps
+// their ratio to its batch-1 decode step: each threshold is multiplied by step_ms / ref_ms,
+// the reference being the lecture's Llama-2-13B step on an H100 (13 ms), so TPOT <= 200 ms is
+// 15.4 batch-1 steps (server) and 40 ms 3.1 (interactive) on every server.
+static void set_slos(double step_ms) {
+    slos[0] = slo_scaled(SLO_MLPERF_SERVER, step_ms / LECTURE_B1_MS);
+    slos[1] = slo_scaled(SLO_MLPERF_INTERACTIVE, step_ms / LECTURE_B1_MS);
 }
 
 typedef struct {
-    double rate_req_s, req_s, tok_s;
-    Summary ttft_ms, tpot_ms, itl_ms;
-    double kv_util, waited, preempted;
-    int n, n_steps;
+    double rate_req_s;
+    ServingMetrics m;
+    Goodput good[2];
+    double kv_util, waited, preempted, hit_rate;
+    int n_steps;
 } Metrics;
 
-static Metrics metrics_of(const Request *reqs, const Outcome *out, int n, const ServeStats *st, double rate) {
-    Metrics m = {.rate_req_s = rate, .kv_util = st->kv_util, .n = n, .n_steps = st->n_steps};
-    int n_tok = 0, n_tpot = 0;
-    for (int i = 0; i < n; i++) n_tok += out[i].n_out;
-    double *ttft = mallocCheck(n * sizeof(double)), *tpot = mallocCheck(n * sizeof(double)),
-           *itl = mallocCheck((n_tok > 0 ? n_tok : 1) * sizeof(double));
-    int n_itl = 0;
+static Metrics metrics_of(const Outcome *out, int n, const ServeStats *st, double rate) {
+    Metrics m = {.rate_req_s = rate, .kv_util = st->kv_util, .n_steps = st->n_steps,
+                 .hit_rate = st->cache_queries > 0 ? (double)st->cache_hits / st->cache_queries : 0};
+    RequestTiming *t = mallocCheck((n > 0 ? n : 1) * sizeof(RequestTiming));
     for (int i = 0; i < n; i++) {
-        const Outcome *o = &out[i];
-        ttft[i] = 1e3 * (o->token_s[0] - reqs[i].arrival_s);
-        if (o->n_out > 1) tpot[n_tpot++] = 1e3 * (o->token_s[o->n_out - 1] - o->token_s[0]) / (o->n_out - 1);
-        for (int k = 1; k < o->n_out; k++) itl[n_itl++] = 1e3 * (o->token_s[k] - o->token_s[k - 1]);
-        m.waited += o->waited;
-        m.preempted += o->preempted > 0;
+        t[i] = (RequestTiming){out[i].sent_s, out[i].prompt_len, out[i].n_out, out[i].token_s};
+        m.waited += out[i].waited;
+        m.preempted += out[i].preempted > 0;
     }
-    m.ttft_ms = summarise(ttft, n);
-    m.tpot_ms = summarise(tpot, n_tpot);
-    m.itl_ms = summarise(itl, n_itl);
-    m.req_s = st->duration_s > 0 ? n / st->duration_s : 0;
-    m.tok_s = st->duration_s > 0 ? n_tok / st->duration_s : 0;
+    Error err;
+    if (serving_metrics(t, n, st->duration_s, PERCENTILES, N_PERCENTILES, &m.m, &err) ||
+        serving_goodput(t, n, st->duration_s, &slos[0], &m.good[0], &err) ||
+        serving_goodput(t, n, st->duration_s, &slos[1], &m.good[1], &err))
+        die("serving: %s", err.msg);
     m.waited /= n;
     m.preempted /= n;
-    free(ttft), free(tpot), free(itl);
+    free(t);
     return m;
-}
-
-#define SUMMARY_COLUMNS(x) x "_mean," x "_median," x "_p10," x "_p90," x "_p99,"
-#define METRIC_COLUMNS                                                                                          \
-    "rate_req_s,request_throughput_req_s,output_throughput_tok_s," SUMMARY_COLUMNS("ttft_ms")                  \
-    SUMMARY_COLUMNS("tpot_ms") SUMMARY_COLUMNS("itl_ms") "kv_util,waited_frac,preempted_frac,n_requests,n_steps"
-
-static void summary_cells(const Summary *s, char *buf, size_t size) {
-    snprintf(buf, size, "%.6g,%.6g,%.6g,%.6g,%.6g", s->mean, s->median, s->p10, s->p90, s->p99);
 }
 
 // The metric columns after the key columns already in `keys`.
 static void metrics_row(CsvWriter *w, const char *keys, const Metrics *m) {
-    char ttft[128], tpot[128], itl[128];
-    summary_cells(&m->ttft_ms, ttft, sizeof ttft);
-    summary_cells(&m->tpot_ms, tpot, sizeof tpot);
-    summary_cells(&m->itl_ms, itl, sizeof itl);
-    csv_row(w, "%s,%.6g,%.6g,%.6g,%s,%s,%s,%.6g,%.6g,%.6g,%d,%d", keys, m->rate_req_s, m->req_s, m->tok_s, ttft, tpot,
-            itl, m->kv_util, m->waited, m->preempted, m->n, m->n_steps);
+    char cells[4][256];
+    const LatencySummary *sums[4] = {&m->m.ttft_ms, &m->m.tpot_ms, &m->m.itl_ms, &m->m.e2el_ms};
+    Error err;
+    for (int k = 0; k < 4; k++)
+        if (latency_cells(cells[k], sizeof cells[k], sums[k], &err)) die("serving: %s", err.msg);
+    csv_row(w, "%s,%.6g,%.6g,%.6g,%.6g,%s,%s,%s,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%d", keys, m->rate_req_s,
+            m->m.request_throughput, m->m.output_throughput, m->m.total_token_throughput, cells[0], cells[1], cells[2],
+            cells[3], m->good[0].goodput, m->good[0].good_frac, m->good[1].goodput, m->good[1].good_frac, m->kv_util,
+            m->waited, m->preempted, m->hit_rate, m->m.completed, m->n_steps);
+}
+
+// METRIC_COLUMNS spells the percentile columns out; they must be the ones PERCENTILES gives.
+static void check_metric_columns(void) {
+    char cols[256];
+    Error err;
+    if (latency_columns(cols, sizeof cols, "ttft_ms", PERCENTILES, N_PERCENTILES, &err)) die("serving: %s", err.msg);
+    if (!strstr(METRIC_COLUMNS, cols)) die("serving: METRIC_COLUMNS lacks %s", cols);
 }
 
 // ---- runs -------------------------------------------------------------------------------------
@@ -197,7 +197,8 @@ static void bench_open(Bench *b, const WorkloadSpec *spec, const Tokenizer *tok,
     b->tokens = mallocCheck((size_t)n * spec->max_output * sizeof(int));
     b->times = mallocCheck((size_t)n * spec->max_output * sizeof(double));
     for (int i = 0; i < n; i++)
-        b->out[i] = (Outcome){b->tokens + (size_t)i * spec->max_output, b->times + (size_t)i * spec->max_output, 0, 0, 0};
+        b->out[i] = (Outcome){.tokens = b->tokens + (size_t)i * spec->max_output,
+                              .token_s = b->times + (size_t)i * spec->max_output};
     b->solo = NULL;
 }
 
@@ -206,29 +207,39 @@ static void bench_close(Bench *b) {
     free(b->out), free(b->tokens), free(b->times), free(b->solo);
 }
 
-// Each request alone on the engine: prefill, then greedy decoding.
-static void solo_tokens(Bench *b, Engine *e) {
-    int V = e->config.vocab_size;
-    b->solo = mallocCheck((size_t)b->w.n * b->max_output * sizeof(int));
-    for (int i = 0; i < b->w.n; i++) {
+// Each request alone on the engine, in order (a chat turn's prompt repeats the solo outputs of
+// the turns before it): prefill, then greedy decoding. Returns the mean decode step, ms.
+static double solo_tokens(Bench *b, Engine *e) {
+    int V = e->config.vocab_size, n = b->w.n, **outputs = mallocCheck((n > 0 ? n : 1) * sizeof(int *)), steps = 0;
+    b->solo = mallocCheck((size_t)n * b->max_output * sizeof(int));
+    for (int i = 0; i < n; i++) outputs[i] = b->solo + (size_t)i * b->max_output;
+    double decode_s = 0;
+    for (int i = 0; i < n; i++) {
         const Request *r = &b->w.reqs[i];
-        int *want = b->solo + (size_t)i * b->max_output;
+        int len = request_full_prompt_len(b->w.reqs, i), *prompt = mallocCheck(len * sizeof(int)), *want = outputs[i];
+        request_full_prompt(b->w.reqs, i, outputs, prompt);
         Session s;
         Error err;
-        session_open(&s, e, r->prompt_len + r->output_len);
-        if (session_prefill(&s, r->prompt, r->prompt_len, NULL, &err)) die("serving: request %d alone: %s", i, err.msg);
+        session_open(&s, e, len + r->output_len);
+        if (session_prefill(&s, prompt, len, NULL, &err)) die("serving: request %d alone: %s", i, err.msg);
         for (int k = 0; k < r->output_len; k++) {
             want[k] = sampler_argmax(s.logits, V);
+            double t0 = now_seconds();
             if (k + 1 < r->output_len && session_decode(&s, want[k], &err)) die("serving: request %d: %s", i, err.msg);
+            decode_s += now_seconds() - t0;
+            steps += k + 1 < r->output_len;
         }
         session_close(&s);
+        free(prompt);
     }
+    free(outputs);
+    return steps ? 1e3 * decode_s / steps : 0;
 }
 
 static const char *config_name(const ServeConfig *c) {
     static char buf[64];
-    snprintf(buf, sizeof buf, "%s/%s%s", POLICY_NAMES[c->policy], CACHE_NAMES[c->cache],
-             c->prefix_sharing ? "/shared" : "");
+    snprintf(buf, sizeof buf, "%s/%s%s%s", POLICY_NAMES[c->policy], CACHE_NAMES[c->cache],
+             c->prefix_cache ? "/" : "", c->prefix_cache ? PREFIX_CACHE_NAMES[c->prefix_cache] : "");
     return buf;
 }
 
@@ -236,34 +247,35 @@ static const char *config_name(const ServeConfig *c) {
 // tokens against its solo run.
 static Metrics serve(Bench *b, const ServeConfig *cfg, Engine *e, const StepCost *cost, double rate, ServeStats *st) {
     Error err;
-    if (rate > 0) workload_arrivals(b->w.reqs, b->w.n, rate, BURSTINESS, seed + 1);
-    else
-        for (int i = 0; i < b->w.n; i++) b->w.reqs[i].arrival_s = 0.0;
+    workload_arrivals(b->w.reqs, b->w.n, rate, BURSTINESS, seed + 1);
     if (serve_run(cfg, e, cost, b->w.reqs, b->w.n, b->out, st, &err)) die("serving: %s", err.msg);
     for (int i = 0; e && i < b->w.n; i++)
         for (int k = 0; k < b->w.reqs[i].output_len; k++)
             if (b->out[i].tokens[k] != b->solo[(size_t)i * b->max_output + k])
                 die("serving: %s: request %d's token %d differs from running it alone", config_name(cfg), i, k);
-    return metrics_of(b->w.reqs, b->out, b->w.n, st, rate);
+    return metrics_of(b->out, b->w.n, st, rate);
 }
 
-// The (policy, cache, sharing) grid: every policy over both caches, sharing on the paged one.
+// The (policy, cache, prefix cache) grid: every policy over both caches, the paged one with
+// and without vLLM's hash-keyed prefix cache (the radix tree is compared with it on the
+// workloads made for it, serving_prefix_cache.csv).
 typedef struct {
     Policy policy;
     CacheKind cache;
-    int sharing;
+    PrefixCacheKind prefix_cache;
 } Grid;
-static const Grid GRID[] = {{POLICY_STATIC, CACHE_RESERVE, 0},     {POLICY_STATIC, CACHE_PAGED, 0},
-                            {POLICY_STATIC, CACHE_PAGED, 1},       {POLICY_CONTINUOUS, CACHE_RESERVE, 0},
-                            {POLICY_CONTINUOUS, CACHE_PAGED, 0},   {POLICY_CONTINUOUS, CACHE_PAGED, 1},
-                            {POLICY_CHUNKED, CACHE_RESERVE, 0},    {POLICY_CHUNKED, CACHE_PAGED, 0},
-                            {POLICY_CHUNKED, CACHE_PAGED, 1}};
+static const Grid GRID[] = {
+    {POLICY_STATIC, CACHE_RESERVE, PREFIX_CACHE_OFF},     {POLICY_STATIC, CACHE_PAGED, PREFIX_CACHE_OFF},
+    {POLICY_STATIC, CACHE_PAGED, PREFIX_CACHE_HASH},      {POLICY_CONTINUOUS, CACHE_RESERVE, PREFIX_CACHE_OFF},
+    {POLICY_CONTINUOUS, CACHE_PAGED, PREFIX_CACHE_OFF},   {POLICY_CONTINUOUS, CACHE_PAGED, PREFIX_CACHE_HASH},
+    {POLICY_CHUNKED, CACHE_RESERVE, PREFIX_CACHE_OFF},    {POLICY_CHUNKED, CACHE_PAGED, PREFIX_CACHE_OFF},
+    {POLICY_CHUNKED, CACHE_PAGED, PREFIX_CACHE_HASH}};
 enum { N_GRID = sizeof GRID / sizeof GRID[0] };
 
 static ServeConfig grid_config(ServeConfig base, Grid g) {
     base.policy = g.policy;
     base.cache = g.cache;
-    base.prefix_sharing = g.sharing;
+    base.prefix_cache = g.prefix_cache;
     return base;
 }
 
@@ -271,8 +283,8 @@ static ServeConfig grid_config(ServeConfig base, Grid g) {
 // cache when every request arrives at once.
 static double capacity_req_s(Bench *b, ServeConfig base, Engine *e, const StepCost *cost) {
     ServeStats st;
-    ServeConfig cfg = grid_config(base, (Grid){POLICY_CONTINUOUS, CACHE_PAGED, 0});
-    return serve(b, &cfg, e, cost, 0, &st).req_s;
+    ServeConfig cfg = grid_config(base, (Grid){POLICY_CONTINUOUS, CACHE_PAGED, PREFIX_CACHE_OFF});
+    return serve(b, &cfg, e, cost, 0, &st).m.request_throughput;
 }
 
 // The rate sweep of one server (real or simulated) into rows prefixed by `lead` ("" or "H100 SXM,").
@@ -286,9 +298,27 @@ static void rate_sweep(CsvWriter *w, const char *lead, Bench *b, ServeConfig bas
             Metrics m = serve(b, &cfg, e, cost, sz->loads[l] * capacity, &st);
             char keys[160];
             snprintf(keys, sizeof keys, "%s%s,%s,%s,%.6g", lead, POLICY_NAMES[GRID[g].policy],
-                     CACHE_NAMES[GRID[g].cache], GRID[g].sharing ? "on" : "off", sz->loads[l]);
+                     CACHE_NAMES[GRID[g].cache], PREFIX_CACHE_NAMES[GRID[g].prefix_cache], sz->loads[l]);
             metrics_row(w, keys, &m);
         }
+}
+
+// The passages workload of n requests: half of them after the system prompt.
+static WorkloadSpec passages_spec(const Sizes *sz, int n) {
+    return (WorkloadSpec){.kind = WORKLOAD_PASSAGES, .n_requests = n, .max_prompt = sz->prefix_len + sz->passage_len,
+                          .min_output = 1, .max_output = sz->max_output, .prefix_len = sz->prefix_len,
+                          .shared_fraction = SHARED_FRACTION, .seed = seed};
+}
+
+// The workloads prefix caching is for: few-shot prompts (a few example sets, each request one
+// of them and its own question) and chats (every turn resends the conversation).
+static WorkloadSpec cache_workload_spec(const Sizes *sz, WorkloadKind kind) {
+    if (kind == WORKLOAD_FEW_SHOT)
+        return (WorkloadSpec){.kind = kind, .n_requests = sz->n_requests, .max_prompt = sz->shot_len + sz->turn_len,
+                              .min_output = 1, .max_output = sz->turn_output, .prefix_len = sz->shot_len,
+                              .n_prefixes = N_SHOT_SETS, .seed = seed + 2};
+    return (WorkloadSpec){.kind = kind, .n_requests = sz->n_requests, .max_prompt = sz->turn_len, .min_output = 1,
+                          .max_output = sz->turn_output, .turns = CHAT_TURNS, .think_s = 0, .seed = seed + 3};
 }
 
 // ---- the simulated H100 / H200 ----------------------------------------------------------------
@@ -335,7 +365,7 @@ static const HardwareSpec *find_hw(const HardwareSpec *h, int n, const char *nam
     die("serving: templates/hardware.csv has no %s", name);
 }
 
-enum { TABLE_BATCH, TABLE_PREFIX, TABLE_CALIBRATION, TABLE_SIM_STEPS, TABLE_SIM, TABLE_SWEEP };
+enum { TABLE_BATCH, TABLE_PREFIX, TABLE_PREFIX_CACHE, TABLE_CALIBRATION, TABLE_SIM_STEPS, TABLE_SIM, TABLE_SWEEP };
 
 static void simulate(LabRun *r, const Sizes *sz, const Tokenizer *tok, const Corpus *corpus) {
     Error err;
@@ -373,16 +403,17 @@ static void simulate(LabRun *r, const Sizes *sz, const Tokenizer *tok, const Cor
         }
     csv_close(&w);
 
-    WorkloadSpec spec = {sz->sim_requests, sz->prefix_len + sz->passage_len, 1, sz->max_output, sz->prefix_len,
-                         SHARED_FRACTION, seed};
+    WorkloadSpec spec = passages_spec(sz, sz->sim_requests);
     Bench b;
     bench_open(&b, &spec, tok, corpus);
+    set_slos(LECTURE_B1_MS); // MLPerf's own thresholds, on real-size models
     w = lab_csv(r, TABLE_SIM);
     for (int h = 0; h < 2; h++) {
         StepCost cost = {sim_forward_s, &sims[h]};
         int kv_tokens = (int)budget_kv_tokens_fit(m, sims[h].hw, bf16);
-        ServeConfig base = {POLICY_CONTINUOUS, CACHE_PAGED, 0, SIM_MAX_BATCH, SIM_BUDGET, BLOCK_SIZE, kv_tokens,
-                            m->max_context};
+        ServeConfig base = {.policy = POLICY_CONTINUOUS, .cache = CACHE_PAGED, .max_batch = SIM_MAX_BATCH,
+                            .token_budget = SIM_BUDGET, .block_size = BLOCK_SIZE, .kv_tokens = kv_tokens,
+                            .reserve_len = m->max_context};
         char lead[80];
         snprintf(lead, sizeof lead, "%s,", sims[h].hw->name);
         rate_sweep(&w, lead, &b, base, NULL, &cost, sz, capacity_req_s(&b, base, NULL, &cost), sims[h].hw->name);
@@ -411,20 +442,23 @@ static int run(LabRun *r) {
     if (corpus_load(&corpus, corpus_file && *corpus_file ? corpus_file : NULL, &err)) die("%s", err.msg);
     const Config *c = &model.config;
     int max_prefix = sz->prefixes[sz->n_prefixes - 1] > sz->prefix_len ? sz->prefixes[sz->n_prefixes - 1] : sz->prefix_len;
-    if (max_prefix + sz->passage_len + sz->max_output > c->seq_len)
-        die("serving: %s: prompts of up to %d tokens and %d generated exceed its context of %d", model_path,
-            max_prefix + sz->passage_len, sz->max_output, c->seq_len);
+    int longest = max_prefix + sz->passage_len + sz->max_output;
+    if (sz->shot_len + sz->turn_len + sz->turn_output > longest) longest = sz->shot_len + sz->turn_len + sz->turn_output;
+    if (CHAT_TURNS * (sz->turn_len + sz->turn_output) > longest) longest = CHAT_TURNS * (sz->turn_len + sz->turn_output);
+    if (longest > c->seq_len)
+        die("serving: %s: requests of up to %d positions exceed its context of %d", model_path, longest, c->seq_len);
     if (c->kv_lora_rank) die("serving: %s is an MLA model, whose latent cache is not paged", model_path);
     Engine e;
     engine_open(&e, &model, ops_cpu(), DTYPE_F32, SERVE_MAX_ROWS, c->seq_len);
     // reserve: the model's whole context per request; the same memory makes the paged pool
-    ServeConfig base = {POLICY_CONTINUOUS, CACHE_PAGED, 0, MAX_BATCH, TOKEN_BUDGET, BLOCK_SIZE,
-                        KV_CONTEXTS * c->seq_len, c->seq_len};
-    WorkloadSpec spec = {sz->n_requests, sz->prefix_len + sz->passage_len, 1, sz->max_output, sz->prefix_len,
-                         SHARED_FRACTION, seed};
+    ServeConfig base = {.policy = POLICY_CONTINUOUS, .cache = CACHE_PAGED, .max_batch = MAX_BATCH,
+                        .token_budget = TOKEN_BUDGET, .block_size = BLOCK_SIZE, .kv_tokens = KV_CONTEXTS * c->seq_len,
+                        .reserve_len = c->seq_len};
+    WorkloadSpec spec = passages_spec(sz, sz->n_requests);
     Bench b;
     bench_open(&b, &spec, &tok, &corpus);
-    solo_tokens(&b, &e);
+    double step_ms = solo_tokens(&b, &e);
+    set_slos(step_ms);
     ServeStats st;
     double capacity = capacity_req_s(&b, base, &e, NULL);
 
@@ -442,8 +476,8 @@ static int run(LabRun *r) {
     }
     csv_close(&w);
 
-    // prefix sharing against the prefix length: every request shares it, memory to spare (so
-    // both runs admit alike), arriving at the capacity's rate
+    // prefix caching against the prefix length: every request shares the system prompt, memory
+    // to spare (so both runs admit alike), arriving at the capacity's rate
     w = lab_csv(r, TABLE_PREFIX);
     for (int k = 0; k < sz->n_prefixes; k++) {
         WorkloadSpec ps = spec;
@@ -461,21 +495,46 @@ static int run(LabRun *r) {
         }
         for (int on = 0; on <= 1; on++) {
             ServeConfig cfg = base;
-            cfg.prefix_sharing = on;
+            cfg.prefix_cache = on ? PREFIX_CACHE_HASH : PREFIX_CACHE_OFF;
             cfg.kv_tokens = (MAX_BATCH + 1) * c->seq_len;
-            progress("serving: prefix %d, sharing %s", sz->prefixes[k], on ? "on" : "off");
+            progress("serving: prefix %d, prefix cache %s", sz->prefixes[k], PREFIX_CACHE_NAMES[cfg.prefix_cache]);
             serve(&pb, &cfg, &e, NULL, capacity, &st);
             held[on] = st.kv_rows_mean;
             peak[on] = st.kv_rows_peak;
         }
         for (int on = 0; on <= 1; on++)
-            csv_row(&w, "%d,%s,%.6g,%.6g,%.6g,%.6g", sz->prefixes[k], on ? "on" : "off", held[on], peak[on],
+            csv_row(&w, "%d,%s,%.6g,%.6g,%.6g,%.6g", sz->prefixes[k], on ? "hash" : "off", held[on], peak[on],
                     on ? 1.0 - held[1] / held[0] : 0.0, on ? shared / positions : 0.0);
         bench_close(&pb);
     }
     csv_close(&w);
 
+    // prefix caching off / hash / radix on the few-shot and chat workloads, chunked prefill over
+    // the paged cache of KV_CONTEXTS contexts (so cached blocks are evicted)
+    w = lab_csv(r, TABLE_PREFIX_CACHE);
+    for (WorkloadKind kind = WORKLOAD_FEW_SHOT; kind <= WORKLOAD_CHAT; kind++) {
+        WorkloadSpec cs = cache_workload_spec(sz, kind);
+        Bench cb;
+        bench_open(&cb, &cs, &tok, &corpus);
+        solo_tokens(&cb, &e);
+        double rate = CACHE_LOAD * capacity / (kind == WORKLOAD_CHAT ? CHAT_TURNS : 1);
+        for (PrefixCacheKind pc = PREFIX_CACHE_OFF; pc < PREFIX_CACHE_COUNT; pc++) {
+            ServeConfig cfg = base;
+            cfg.policy = POLICY_CHUNKED;
+            cfg.prefix_cache = pc;
+            progress("serving: %s, prefix cache %s", WORKLOAD_NAMES[kind], PREFIX_CACHE_NAMES[pc]);
+            Metrics m = serve(&cb, &cfg, &e, NULL, rate, &st);
+            csv_row(&w, "%s,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%ld,%.6g,%d", WORKLOAD_NAMES[kind],
+                    PREFIX_CACHE_NAMES[pc], m.hit_rate, m.m.ttft_ms.mean, m.m.ttft_ms.pct[1], m.m.ttft_ms.pct[3],
+                    m.m.tpot_ms.pct[1], st.kv_rows_mean, (double)st.kv_rows_peak, m.m.output_throughput,
+                    m.good[0].good_frac, st.cache_evictions, m.m.total_input / (double)m.m.completed, m.m.completed);
+        }
+        bench_close(&cb);
+    }
+    csv_close(&w);
+
     simulate(r, sz, &tok, &corpus);
+    set_slos(step_ms); // simulate() set MLPerf's own
 
     w = lab_csv(r, TABLE_SWEEP);
     rate_sweep(&w, "", &b, base, &e, NULL, sz, capacity, "measured");
@@ -486,6 +545,11 @@ static int run(LabRun *r) {
     lab_meta(r, "serving_weight_bytes", "%zu", engine_weight_bytes(&e));
     lab_meta(r, "serving_kv_positions", "%d", base.kv_tokens);
     lab_meta(r, "serving_reserve_len", "%d", base.reserve_len);
+    lab_meta(r, "serving_decode_step_ms", "%.6g", step_ms);
+    lab_meta(r, "serving_slo_server_ttft_ms", "%.6g", slos[0].ttft_ms);
+    lab_meta(r, "serving_slo_server_tpot_ms", "%.6g", slos[0].tpot_ms);
+    lab_meta(r, "serving_slo_interactive_ttft_ms", "%.6g", slos[1].ttft_ms);
+    lab_meta(r, "serving_slo_interactive_tpot_ms", "%.6g", slos[1].tpot_ms);
     bench_close(&b);
     engine_close(&e);
     corpus_free(&corpus);
@@ -508,22 +572,27 @@ static const LabOption OPTIONS[] = {
 static const LabTable TABLES[] = {
     {"serving_batch", "max_batch," METRIC_COLUMNS, "batch size against throughput and latency", LAB_CPU},
     {"serving_prefix",
-     "prefix_len,prefix_sharing,kv_positions_held_mean,kv_positions_held_peak,saving_frac,saving_frac_estimate",
-     "KV memory held with and without prefix sharing", LAB_CPU},
+     "prefix_len,prefix_cache,kv_positions_held_mean,kv_positions_held_peak,saving_frac,saving_frac_estimate",
+     "KV memory held with and without prefix caching", LAB_CPU},
+    {"serving_prefix_cache",
+     "workload,prefix_cache,hit_rate,ttft_ms_mean,ttft_ms_p50,ttft_ms_p99,tpot_ms_p50,kv_positions_held_mean,"
+     "kv_positions_held_peak,output_throughput_tok_s,good_frac_server,evictions,prompt_tokens_mean,n_requests",
+     "prefix caching off, hash-keyed and radix on few-shot and chat workloads", LAB_CPU},
     {"serving_calibration",
      "hardware,batch,context,step_ms,tok_s,lecture_step_ms,lecture_tok_s,roofline_ms,bandwidth_efficiency,"
      "overhead_ms",
      "the simulated H100 at the lecture's two points (simulated)", LAB_CPU},
     {"serving_sim_steps", "hardware,batch,context,step_ms,tok_s", "simulated decode steps by batch (simulated)", LAB_CPU},
-    {"serving_sim", "hardware,policy,cache,prefix_sharing,load_frac," METRIC_COLUMNS,
+    {"serving_sim", "hardware,policy,cache,prefix_cache,load_frac," METRIC_COLUMNS,
      "the rate sweep on Llama-2-13B, H100 and H200 (simulated)", LAB_CPU},
-    {"serving_sweep", "policy,cache,prefix_sharing,load_frac," METRIC_COLUMNS, "the rate sweep on this machine", LAB_CPU},
+    {"serving_sweep", "policy,cache,prefix_cache,load_frac," METRIC_COLUMNS, "the rate sweep on this machine", LAB_CPU},
     {0}};
 
 int main(int argc, char **argv) {
+    check_metric_columns();
     static const Experiment e = {"serving", "--model FILE [options]",
                                  "Serve requests arriving over time: static, continuous and chunked-prefill "
-                                 "batching over a reserved or a paged KV cache, with prefix sharing; measured "
+                                 "batching over a reserved or a paged KV cache, with prefix caching; measured "
                                  "here, simulated for Llama-2-13B on an H100 and an H200.",
                                  OPTIONS, TABLES, LAB_COMMON, NULL, run};
     return lab_main(&e, argc, argv);

@@ -2,6 +2,7 @@
 // (see scheduler.h).
 #include "scheduler.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +17,9 @@ typedef enum { ST_FUTURE, ST_WAITING, ST_RUNNING, ST_DONE } State;
 // A request being served: the tokens it has (prompt, then generated), how many its cache holds.
 typedef struct {
     State state;
-    int *seq;          // (prompt_len + output_len) real runs: prompt then generated tokens
+    double due_s;      // when it is due to be sent (a follow-up: INFINITY until its turn comes)
+    int admitted;      // admitted at least once
+    int *seq;          // (whole prompt + output_len) the prompt, then generated tokens (0 in a simulated run)
     int n_tokens;      // prompt + generated
     int n_cached;      // positions in its cache
     int slot;          // reserve: its cache, -1 when it holds none
@@ -40,15 +43,17 @@ typedef struct {
     Live *live;
     int *running, n_running;     // request indices in admission order
     int *waiting, n_waiting;     // FIFO; preempted requests go back to the front
-    int next_arrival;
+    int **outputs;               // (n) each request's output tokens: what a follow-up's prompt repeats
+    int n_inflight, n_done;      // sent and not finished; finished
+    double *slot_free_s;         // max_concurrency > 0: when each free slot freed, a FIFO of n_free_slots_c
+    int slot_head, n_free_slots_c;
     double t;
     // reserve
     KVCache *slots;              // (n_slots) real runs only
     int *free_slots, n_free_slots, n_slots;
     // paged
     KVPool pool;
-    PagedSeq prefix;             // the shared system prompt's blocks, once computed
-    int prefix_len;              // 0 until then
+    PrefixCache pc;              // when cfg->prefix_cache is not off
     int *fill;                   // (n_blocks) scratch of the utilisation count
     Chunk *plan;                 // (n) this step's chunks
     int n_plan;
@@ -64,7 +69,7 @@ static KVCache *cache_of(Server *s, int i) {
 // ---- KV memory -------------------------------------------------------------------------------
 
 // Give request i a cache for its pending tokens, or 0 when memory lacks. Paged: its prompt's
-// blocks are taken now (after forking the shared prefix, when there is one).
+// blocks are taken now (after the longest cached prefix of its tokens, with prefix caching).
 static int kv_admit(Server *s, int i) {
     Live *l = &s->live[i];
     if (s->cfg->cache == CACHE_RESERVE) {
@@ -74,49 +79,33 @@ static int kv_admit(Server *s, int i) {
         l->n_cached = 0;
         return 1;
     }
-    if (s->prefix_len && s->reqs[i].prefix_len == s->prefix_len) {
-        paged_seq_fork(&l->pseq, &s->prefix);
-        l->n_cached = s->prefix_len;
-    } else {
-        l->n_cached = 0;
-    }
+    l->n_cached = s->cfg->prefix_cache ? prefix_cache_match(&s->pc, &l->pseq, l->seq, l->n_tokens) : 0;
     if (paged_seq_prepare(&l->pseq, l->n_cached, pending(s, i))) {
         paged_seq_release(&l->pseq);
         l->n_cached = 0;
         return 0;
     }
+    if (s->cfg->prefix_cache) {
+        s->st->cache_queries += l->n_tokens;
+        s->st->cache_hits += l->n_cached;
+        if (!l->admitted) s->out[i].cached = l->n_cached;
+    }
+    l->admitted = 1;
     return 1;
 }
 
+// Its cache goes back; with prefix caching, what it computed stays cached (all of it: a
+// preempted request finds its own tokens when it returns).
 static void kv_release(Server *s, int i) {
     Live *l = &s->live[i];
     if (s->cfg->cache == CACHE_RESERVE) {
         if (l->slot >= 0) s->free_slots[s->n_free_slots++] = l->slot;
         l->slot = -1;
     } else {
+        if (s->cfg->prefix_cache) prefix_cache_insert(&s->pc, &l->pseq, l->seq, l->n_cached, 1);
         paged_seq_release(&l->pseq);
     }
     l->n_cached = 0;
-}
-
-// The kept prefix is a cache: under memory pressure it goes first (as vLLM evicts cached
-// blocks before it preempts), and the next request that computes the prefix keeps it again.
-// 1 when it freed a block.
-static int drop_prefix(Server *s) {
-    if (!s->prefix_len) return 0;
-    int free_before = s->pool.n_free;
-    paged_seq_release(&s->prefix);
-    s->prefix_len = 0;
-    return s->pool.n_free > free_before;
-}
-
-// Once a request has cached the shared system prompt, keep its blocks for the others.
-static void keep_prefix(Server *s, int i) {
-    const Request *r = &s->reqs[i];
-    if (!s->cfg->prefix_sharing || s->prefix_len || r->prefix_len == 0 || s->live[i].n_cached < r->prefix_len) return;
-    paged_seq_fork(&s->prefix, &s->live[i].pseq);
-    paged_seq_truncate(&s->prefix, r->prefix_len);
-    s->prefix_len = r->prefix_len;
 }
 
 // ---- queues -----------------------------------------------------------------------------------
@@ -148,11 +137,46 @@ static void preempt(Server *s, int i) {
     s->st->n_preemptions++;
 }
 
-static void take_arrivals(Server *s) {
-    while (s->next_arrival < s->n && s->reqs[s->next_arrival].arrival_s <= s->t) {
-        s->live[s->next_arrival].state = ST_WAITING;
-        s->waiting[s->n_waiting++] = s->next_arrival++;
+// The request due earliest (lowest index among equals) by `by`, or -1.
+static int earliest_due(const Server *s, double by) {
+    int best = -1;
+    for (int i = 0; i < s->n; i++)
+        if (s->live[i].state == ST_FUTURE && s->live[i].due_s <= by && (best < 0 || s->live[i].due_s < s->live[best].due_s))
+            best = i;
+    return best;
+}
+
+// Send the requests due by now, earliest first, while the concurrency limit allows: each is
+// sent when it is due or, when every slot was taken, when one freed (slots are given out in
+// the order they freed, as a semaphore queues its waiters).
+static void send_due(Server *s) {
+    int limit = s->cfg->max_concurrency;
+    for (int i; (limit == 0 || s->n_inflight < limit) && (i = earliest_due(s, s->t)) >= 0;) {
+        Live *l = &s->live[i];
+        double sent = l->due_s;
+        if (limit) {
+            double freed = s->slot_free_s[s->slot_head];
+            s->slot_head = (s->slot_head + 1) % limit;
+            s->n_free_slots_c--;
+            if (freed > sent) sent = freed;
+        }
+        l->n_tokens = request_full_prompt(s->reqs, i, s->outputs, l->seq);
+        s->out[i].prompt_len = l->n_tokens;
+        s->out[i].sent_s = sent;
+        l->state = ST_WAITING;
+        s->waiting[s->n_waiting++] = i;
+        s->n_inflight++;
     }
+}
+
+// Request i has its last token at time t: its slot frees, its follow-ups become due.
+static void request_done(Server *s, int i) {
+    int limit = s->cfg->max_concurrency;
+    s->n_inflight--;
+    s->n_done++;
+    if (limit) s->slot_free_s[(s->slot_head + s->n_free_slots_c++) % limit] = s->t;
+    for (int j = i + 1; j < s->n; j++)
+        if (s->reqs[j].follows == i) s->live[j].due_s = s->t + s->reqs[j].think_s;
 }
 
 // ---- one step ---------------------------------------------------------------------------------
@@ -166,7 +190,7 @@ static void admit(Server *s) {
         for (int j = 0; j < s->n_running; j++) budget_left -= pending(s, s->running[j]) == 1;
     while (s->n_waiting > 0 && s->n_running < c->max_batch && (c->policy != POLICY_CHUNKED || budget_left > 0)) {
         int i = s->waiting[0];
-        if (!kv_admit(s, i) && !(c->cache == CACHE_PAGED && drop_prefix(s) && kv_admit(s, i))) break;
+        if (!kv_admit(s, i)) break;
         memmove(s->waiting, s->waiting + 1, (s->n_waiting - 1) * sizeof(int));
         s->n_waiting--;
         s->live[i].state = ST_RUNNING;
@@ -215,7 +239,6 @@ static void make_room(Server *s) {
             j++;
             continue;
         }
-        if (drop_prefix(s)) continue;
         int victim = s->running[s->n_running - 1];
         int at = 0; // victim's chunk comes before chunk j?
         for (int k = 0; k < j; k++) at += s->plan[k].req == victim;
@@ -234,7 +257,7 @@ static int pack_rows(Server *s, int *chunk, int *done, int cap, KVCache **caches
         for (int k = 0; k < take; k++, R++) {
             int p = l->n_cached + *done + k;
             caches[R] = s->e ? cache_of(s, ch.req) : NULL;
-            tokens[R] = l->seq ? l->seq[p] : 0;
+            tokens[R] = l->seq[p];
             pos[R] = p;
         }
         *done += take;
@@ -282,7 +305,8 @@ static double execute(Server *s, int *next) {
 }
 
 // Positions stored and reserved now (paged: shared blocks counted once, a block's stored
-// positions being the most any holder has written in it).
+// positions being the most any holder has written in it; blocks only the prefix cache keeps
+// count as free).
 static void kv_usage(Server *s, double *stored, double *reserved) {
     *stored = *reserved = 0;
     if (s->cfg->cache == CACHE_RESERVE) {
@@ -292,16 +316,16 @@ static void kv_usage(Server *s, double *stored, double *reserved) {
     }
     int bs = s->pool.block_size;
     memset(s->fill, 0, s->pool.n_blocks * sizeof(int));
-    for (int j = 0; j <= s->n_running; j++) {
-        const PagedSeq *q = j < s->n_running ? &s->live[s->running[j]].pseq : &s->prefix;
-        int len = j < s->n_running ? s->live[s->running[j]].n_cached : s->prefix_len;
+    for (int j = 0; j < s->n_running; j++) {
+        const PagedSeq *q = &s->live[s->running[j]].pseq;
+        int len = s->live[s->running[j]].n_cached;
         for (int b = 0; b < paged_seq_n_blocks(q); b++) {
             int f = len - b * bs < 0 ? 0 : len - b * bs > bs ? bs : len - b * bs;
             if (f > s->fill[q->table[b]]) s->fill[q->table[b]] = f;
         }
     }
     for (int b = 0; b < s->pool.n_blocks; b++) *stored += s->fill[b];
-    *reserved = (double)(s->pool.n_blocks - s->pool.n_free) * bs;
+    *reserved = (double)(s->pool.n_blocks - kv_pool_available(&s->pool)) * bs; // held: cached unheld blocks are free memory
 }
 
 // Advance the clock past the step; chunks that complete their pending tokens produce one.
@@ -315,14 +339,13 @@ static void finish_step(Server *s, double seconds, const int *next) {
         l->fresh = 0;
         if (s->cfg->cache == CACHE_PAGED) {
             l->pseq.cache.len = l->n_cached;
-            keep_prefix(s, i);
+            if (s->cfg->prefix_cache) prefix_cache_insert(&s->pc, &l->pseq, l->seq, l->n_cached, 0);
         }
         if (l->n_cached < l->n_tokens) continue;
         Outcome *o = &s->out[i];
         o->tokens[o->n_out] = next[j];
         o->token_s[o->n_out++] = s->t;
-        if (l->seq) l->seq[l->n_tokens] = next[j];
-        l->n_tokens++;
+        l->seq[l->n_tokens++] = next[j];
     }
     kv_usage(s, &stored, &reserved);
     if (reserved > 0) {
@@ -337,40 +360,60 @@ static void finish_step(Server *s, double seconds, const int *next) {
             kv_release(s, i);
             remove_running(s, i);
             s->live[i].state = ST_DONE;
+            request_done(s, i);
         }
     }
 }
 
 // ---- the run ----------------------------------------------------------------------------------
 
+int request_full_prompt_len(const Request *reqs, int i) {
+    const Request *r = &reqs[i];
+    return r->prompt_len + (r->follows >= 0 ? request_full_prompt_len(reqs, r->follows) + reqs[r->follows].output_len : 0);
+}
+
+int request_full_prompt(const Request *reqs, int i, int *const *outputs, int *dst) {
+    const Request *r = &reqs[i];
+    int n = 0;
+    if (r->follows >= 0) {
+        n = request_full_prompt(reqs, r->follows, outputs, dst);
+        memcpy(dst + n, outputs[r->follows], reqs[r->follows].output_len * sizeof(int));
+        n += reqs[r->follows].output_len;
+    }
+    if (r->prompt) memcpy(dst + n, r->prompt, r->prompt_len * sizeof(int));
+    else memset(dst + n, 0, r->prompt_len * sizeof(int)); // a simulated request: positions, no tokens
+    return n + r->prompt_len;
+}
+
 static int check_config(const ServeConfig *c, const Engine *e, const StepCost *cost, const Request *reqs, int n,
                         Error *err) {
-    if (c->max_batch < 1 || c->token_budget < 1 || c->block_size < 1 || c->reserve_len < 1 || c->kv_tokens < 1)
-        return error_set(err, "serve: batch %d, budget %d, block %d, reserve %d, KV %d must all be positive",
-                         c->max_batch, c->token_budget, c->block_size, c->reserve_len, c->kv_tokens);
+    if (c->max_batch < 1 || c->token_budget < 1 || c->block_size < 1 || c->reserve_len < 1 || c->kv_tokens < 1 ||
+        c->max_concurrency < 0)
+        return error_set(err, "serve: batch %d, budget %d, block %d, reserve %d, KV %d must all be positive, "
+                              "concurrency %d not negative",
+                         c->max_batch, c->token_budget, c->block_size, c->reserve_len, c->kv_tokens, c->max_concurrency);
     if (e && c->token_budget > SERVE_MAX_ROWS)
         return error_set(err, "serve: a token budget of %d rows exceeds the %d rows a forward rounds row by row",
                          c->token_budget, SERVE_MAX_ROWS);
     if (e && c->reserve_len > e->s.max_keys)
         return error_set(err, "serve: %d positions per request on an engine of %d", c->reserve_len, e->s.max_keys);
     if (!e && (!cost || !cost->forward_s)) return error_set(err, "serve: a simulated run needs a step-cost model");
-    if (c->prefix_sharing && c->cache != CACHE_PAGED)
-        return error_set(err, "serve: prefix sharing needs the paged cache");
+    if (c->prefix_cache < 0 || c->prefix_cache >= PREFIX_CACHE_COUNT || (c->prefix_cache && c->cache != CACHE_PAGED))
+        return error_set(err, "serve: prefix caching (%d) needs the paged cache", (int)c->prefix_cache);
     int slots = c->kv_tokens / c->reserve_len, blocks = c->kv_tokens / c->block_size;
     if (c->cache == CACHE_RESERVE && slots < 1)
         return error_set(err, "serve: %d KV positions hold no cache of %d", c->kv_tokens, c->reserve_len);
     for (int i = 0; i < n; i++) {
         const Request *r = &reqs[i];
-        int len = r->prompt_len + r->output_len;
         if (r->prompt_len < 1 || r->output_len < 1 || r->prefix_len < 0 || r->prefix_len >= r->prompt_len ||
-            (e && !r->prompt) || (i > 0 && r->arrival_s < reqs[i - 1].arrival_s))
-            return error_set(err, "serve: request %d is malformed (prompt %d, output %d, prefix %d)", i,
-                             r->prompt_len, r->output_len, r->prefix_len);
+            ((e || c->prefix_cache) && !r->prompt) || r->follows < -1 || r->follows >= i || r->think_s < 0 ||
+            !(r->arrival_s >= 0))
+            return error_set(err, "serve: request %d is malformed (prompt %d, output %d, prefix %d, follows %d)", i,
+                             r->prompt_len, r->output_len, r->prefix_len, r->follows);
+        int len = request_full_prompt_len(reqs, i) + r->output_len;
         if (len > c->reserve_len || (c->cache == CACHE_PAGED && (len + c->block_size - 1) / c->block_size > blocks))
             return error_set(err, "serve: request %d of %d positions does not fit (%d per request, %d blocks)", i,
                              len, c->reserve_len, blocks);
-        if (c->prefix_sharing && r->prefix_len && r->prefix_len != reqs[0].prefix_len && reqs[0].prefix_len)
-            return error_set(err, "serve: requests share one system prompt; request %d's differs", i);
     }
     return 0;
 }
@@ -389,23 +432,29 @@ static void server_open(Server *s, const ServeConfig *c, Engine *e, const Reques
         const Config *mc = e ? &e->config : NULL;
         kv_pool_alloc(&s->pool, ops, mc ? config_kv_layers(mc) : 0, mc ? mc->n_kv_heads * mc->head_dim : 0,
                       c->block_size, c->kv_tokens / c->block_size);
-        paged_seq_open(&s->prefix, &s->pool, c->reserve_len);
+        if (c->prefix_cache) prefix_cache_open(&s->pc, &s->pool, c->prefix_cache);
         s->fill = mallocCheck(s->pool.n_blocks * sizeof(int));
     }
     s->live = calloc(n, sizeof(Live));
     s->running = mallocCheck(n * sizeof(int));
     s->waiting = mallocCheck(n * sizeof(int));
     s->plan = mallocCheck(n * sizeof(Chunk));
+    s->outputs = mallocCheck(n * sizeof(int *));
     if (!s->live) die("serve: out of memory for %d requests", n);
+    if (c->max_concurrency) {
+        s->slot_free_s = mallocCheck(c->max_concurrency * sizeof(double));
+        for (int k = 0; k < c->max_concurrency; k++) s->slot_free_s[k] = -INFINITY;
+        s->n_free_slots_c = c->max_concurrency;
+    }
     for (int i = 0; i < n; i++) {
         Live *l = &s->live[i];
-        l->n_tokens = reqs[i].prompt_len;
+        int len = request_full_prompt_len(reqs, i) + reqs[i].output_len;
+        l->state = ST_FUTURE;
+        l->due_s = reqs[i].follows < 0 ? reqs[i].arrival_s : INFINITY;
         l->slot = -1;
-        if (c->cache == CACHE_PAGED) paged_seq_open(&l->pseq, &s->pool, reqs[i].prompt_len + reqs[i].output_len);
-        if (e) {
-            l->seq = mallocCheck((size_t)(reqs[i].prompt_len + reqs[i].output_len) * sizeof(int));
-            memcpy(l->seq, reqs[i].prompt, reqs[i].prompt_len * sizeof(int));
-        }
+        l->seq = mallocCheck((size_t)len * sizeof(int));
+        if (c->cache == CACHE_PAGED) paged_seq_open(&l->pseq, &s->pool, len);
+        s->outputs[i] = s->out[i].tokens;
     }
 }
 
@@ -419,7 +468,10 @@ static void server_close(Server *s) {
         free(s->slots);
         free(s->free_slots);
     } else {
-        paged_seq_close(&s->prefix);
+        if (s->cfg->prefix_cache) {
+            s->st->cache_evictions = s->pc.evictions;
+            prefix_cache_close(&s->pc);
+        }
         if (s->pool.n_free != s->pool.n_blocks)
             die("serve: %d of %d KV blocks still held after the run", s->pool.n_blocks - s->pool.n_free,
                 s->pool.n_blocks);
@@ -430,6 +482,8 @@ static void server_close(Server *s) {
     free(s->running);
     free(s->waiting);
     free(s->plan);
+    free(s->outputs);
+    free(s->slot_free_s);
 }
 
 int serve_run(const ServeConfig *cfg, Engine *engine, const StepCost *cost, const Request *reqs, int n, Outcome *out,
@@ -437,14 +491,21 @@ int serve_run(const ServeConfig *cfg, Engine *engine, const StepCost *cost, cons
     if (check_config(cfg, engine, cost, reqs, n, err)) return -1;
     Server s = {.cfg = cfg, .e = engine, .cost = cost, .reqs = reqs, .out = out, .st = st, .n = n};
     memset(st, 0, sizeof *st);
-    for (int i = 0; i < n; i++) out[i].n_out = out[i].waited = out[i].preempted = 0;
+    for (int i = 0; i < n; i++) {
+        out[i].n_out = out[i].waited = out[i].preempted = out[i].cached = out[i].prompt_len = 0;
+        out[i].sent_s = 0;
+    }
     server_open(&s, cfg, engine, reqs, n);
     int *next = mallocCheck((n > 0 ? n : 1) * sizeof(int));
-    s.t = n > 0 ? reqs[0].arrival_s : 0.0;
-    for (int done = 0; done < n;) {
-        take_arrivals(&s);
-        if (s.n_running == 0 && s.n_waiting == 0) {
-            s.t = reqs[s.next_arrival].arrival_s;
+    int first = earliest_due(&s, INFINITY);
+    double t0 = first >= 0 ? s.live[first].due_s : 0.0;
+    s.t = t0;
+    while (s.n_done < n) {
+        send_due(&s);
+        if (s.n_running == 0 && s.n_waiting == 0) { // idle: on to the next request due
+            int i = earliest_due(&s, INFINITY);
+            if (i < 0) die("serve: %d requests left and none due", n - s.n_done);
+            s.t = s.live[i].due_s;
             continue;
         }
         admit(&s);
@@ -454,10 +515,8 @@ int serve_run(const ServeConfig *cfg, Engine *engine, const StepCost *cost, cons
         memset(next, 0, s.n_plan * sizeof(int));
         finish_step(&s, execute(&s, next), next);
         st->n_steps++;
-        done = 0;
-        for (int i = 0; i < n; i++) done += s.live[i].state == ST_DONE;
     }
-    double span = n > 0 ? s.t - reqs[0].arrival_s : 0.0;
+    double span = s.t - t0;
     st->duration_s = span;
     st->kv_util = s.busy_s > 0 ? st->kv_util / s.busy_s : 0;
     st->kv_rows_mean = span > 0 ? st->kv_rows_mean / span : 0;
