@@ -64,7 +64,7 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-// numpy's _lerp: from the nearer end, so t = 1 gives b exactly
+// Linear interpolation from the nearer end (numpy's form), so t = 1 gives b exactly
 static double lerp(double a, double b, double t) {
     double d = b - a;
     return t >= 0.5 ? b - d * (1 - t) : a + d * t;

@@ -24,7 +24,7 @@
 //   - each list is summarised in seconds and scaled to ms: np.mean, np.median, np.std
 //     (ddof 0: the population std) and np.percentile at the caller's percentiles (linear
 //     interpolation between the closest ranks); an empty list gives 0 everywhere (np.mean(x or 0));
-//     medians and percentiles equal numpy's to the bit (its _lerp is copied), means and
+//     medians and percentiles equal numpy's to the bit (the same interpolation formula), means and
 //     stds to rounding (numpy sums pairwise): checked against numpy 2.4 on random runs;
 //   - request throughput = completed / duration, output token throughput = output tokens /
 //     duration, total token throughput = (prompt + output tokens) / duration;
