@@ -49,8 +49,8 @@ hardware_budget_INPUTS     = $(TARGET) templates/hardware.csv templates/model_pr
 hardware_budget_CUDA_SKIP  = hardware_measured.cuda.skip
 quantization_ARGS          = --model $(TARGET)
 quantization_INPUTS        = $(TARGET)
-serving_ARGS               = --model $(TARGET)
-serving_INPUTS             = $(TARGET) templates/hardware.csv templates/model_presets.csv
+serving_ARGS               = --model $(TARGET) --real-model $(SMOLLM2)
+serving_INPUTS             = $(TARGET) $(SMOLLM2) templates/hardware.csv templates/model_presets.csv
 # The real published models (mk/real.mk), held to llama.cpp's outputs recorded in
 # tests/fixtures/real: a step of their own beside the Makefile's EXPERIMENTS (bin/real_models).
 real_models_ARGS           = --models $(REAL_DIR) --text $(KJV_VALID)

@@ -220,7 +220,8 @@ static const struct {
                          "decode_tok_s_p90,prefill_tok_s_median,prefill_tok_s_p10,prefill_tok_s_p90,decode_reps,"
                          "prefill_reps,decode_gb_s,stream_gb_s,bandwidth_fraction", 12},
     // serving: 3 batch sizes, 2 prefix lengths x prefix cache off / hash, 2 workloads x 3 prefix caches,
-    // the two calibration points,
+    // 2 burstiness values x 3 loads, 3 concurrency limits, SmolLM2's 3 batch sizes and 9
+    // (policy, cache, prefix cache), the two calibration points,
     // 9 simulated batch sizes per GPU, and 9 (policy, cache, prefix cache) x 3 loads (x 2 GPUs)
     {"serving_batch.csv", "max_batch," SERVING_METRICS, 3},
     {"serving_prefix.csv", "prefix_len,prefix_cache,kv_positions_held_mean,kv_positions_held_peak,saving_frac,"
@@ -232,6 +233,10 @@ static const struct {
                                  "kv_positions_held_mean,kv_positions_held_peak,output_throughput_tok_s,"
                                  "good_frac_server,evictions,prompt_tokens_mean,n_requests", 6},
     {"serving_sim.csv", "hardware,policy,cache,prefix_cache,load_frac," SERVING_METRICS, 54},
+    {"serving_burstiness.csv", "burstiness,load_frac," SERVING_METRICS, 6},
+    {"serving_concurrency.csv", "max_concurrency," SERVING_METRICS, 3},
+    {"serving_real_batch.csv", "model,max_batch," SERVING_METRICS, 3},
+    {"serving_real_sweep.csv", "model,policy,cache,prefix_cache,load_frac," SERVING_METRICS, 9},
     {"serving_sweep.csv", "policy,cache,prefix_cache,load_frac," SERVING_METRICS, 27},
 };
 
@@ -529,6 +534,10 @@ static const struct {
     {"serving_sim_steps.csv", "*"},
     {"serving_sim.csv", "*"},
     {"serving_sweep.csv", "policy,cache,prefix_cache,load_frac,n_requests"},
+    {"serving_burstiness.csv", "burstiness,load_frac,n_requests"},
+    {"serving_concurrency.csv", "max_concurrency,rate_req_s,n_requests"},
+    {"serving_real_batch.csv", "model,max_batch,n_requests"},
+    {"serving_real_sweep.csv", "model,policy,cache,prefix_cache,load_frac,n_requests"},
 };
 
 static void compare_columns(const char *file, const char *columns) {

@@ -113,7 +113,7 @@ typedef struct {
     int (*run)(LabRun *r);    // the exit status
 } Experiment;
 
-enum { LAB_MAX_META = 16, LAB_MAX_TABLES = 64 }; // (LabRun.written has a bit per table)
+enum { LAB_MAX_META = 32, LAB_MAX_TABLES = 64 }; // (LabRun.written has a bit per table)
 
 struct LabRun {
     const Experiment *exp;

@@ -2,6 +2,7 @@
 // measured the way serving engines are measured.
 //
 //   bin/serving --model out/models/target.gguf [--out out/<hw>] [--profile quick|full]
+//               [--real-model out/models/real/smollm2-135m-instruct-q4_1.gguf]
 //
 // Requests (workload.h: prompts and output lengths from held-out KJV passages, half of them
 // after a shared system prompt, gamma / Poisson arrivals) are served by the scheduler
@@ -38,6 +39,10 @@
 //   serving_calibration.csv  hardware, batch -> simulated step time and tokens/s beside the lecture's
 //   serving_sim_steps.csv    hardware, batch -> simulated decode step time and tokens/s
 //   serving_sim.csv          hardware, policy, cache, prefix_cache, load_frac -> the metrics (simulated)
+//   serving_burstiness.csv   burstiness, load_frac -> the metrics (measured)
+//   serving_concurrency.csv  max_concurrency -> the metrics (measured, closed loop)
+//   serving_real_batch.csv   model, max_batch -> the metrics on the --real-model, every request at once
+//   serving_real_sweep.csv   model, policy, cache, prefix_cache, load_frac (1) -> its metrics at its capacity
 //   serving_sweep.csv        policy, cache, prefix_cache, load_frac -> the metrics (measured; written last)
 #include <math.h>
 #include <stdlib.h>
@@ -64,6 +69,10 @@ typedef struct {
     int n_batches, batches[MAX_BATCHES];
     int n_prefixes, prefixes[MAX_PREFIXES];
     int shot_len, turn_len, turn_output; // prefix caching's workloads: an example set, a question or chat turn, its output
+    int n_bursts;
+    double bursts[MAX_LOADS];            // burstiness sweep: gamma shapes (1: Poisson)
+    int n_concurrency, concurrency[MAX_BATCHES * 2]; // closed-loop sweep: requests in flight at most
+    int real_requests, real_passage, real_output;   // --real-model's workload (passages, no system prompt)
     int sim_requests;
 } Sizes;
 
@@ -74,6 +83,9 @@ static const Sizes FULL = {
     .n_batches = 5, .batches = {1, 2, 4, 8, 16},
     .n_prefixes = 4, .prefixes = {16, 32, 64, 96},
     .shot_len = 96, .turn_len = 48, .turn_output = 24,
+    .n_bursts = 3, .bursts = {0.5, 1.0, 2.0},
+    .n_concurrency = 7, .concurrency = {1, 2, 4, 8, 16, 32, 64},
+    .real_requests = 32, .real_passage = 64, .real_output = 32,
     .sim_requests = 1000,
 };
 static const Sizes QUICK = {
@@ -82,6 +94,9 @@ static const Sizes QUICK = {
     .n_batches = 3, .batches = {1, 4, 16},
     .n_prefixes = 2, .prefixes = {8, 16},
     .shot_len = 32, .turn_len = 24, .turn_output = 12,
+    .n_bursts = 2, .bursts = {0.5, 2.0},
+    .n_concurrency = 3, .concurrency = {1, 4, 16},
+    .real_requests = 4, .real_passage = 16, .real_output = 4,
     .sim_requests = 200,
 };
 
@@ -93,12 +108,18 @@ enum { SIM_MAX_BATCH = 256, SIM_BUDGET = 512 };
 #define SHARED_FRACTION 0.5
 enum { N_SHOT_SETS = 4, CHAT_TURNS = 3 };
 #define CACHE_LOAD 0.75 // prefix caching's runs: requests (chat: conversations x turns) at this fraction of capacity
-#define BURSTINESS 1.0 // Poisson arrivals
+#define BURSTINESS 1.0 // Poisson arrivals, but in the burstiness sweep
 // The lecture's Llama-2-13B on an H100: one decode step at batch 1 and at batch 64.
 #define LECTURE_B1_MS 13.0
 #define LECTURE_B64_MS 20.0
 
-static const char *model_path, *tokenizer_path, *corpus_path;
+// The tables, in TABLES' order.
+enum {
+    TABLE_BATCH, TABLE_PREFIX, TABLE_PREFIX_CACHE, TABLE_CALIBRATION, TABLE_SIM_STEPS, TABLE_SIM, TABLE_BURSTINESS,
+    TABLE_CONCURRENCY, TABLE_REAL_BATCH, TABLE_REAL_SWEEP, TABLE_SWEEP
+};
+
+static const char *model_path, *tokenizer_path, *corpus_path, *real_model_path;
 static uint64_t seed;
 static long calibration_context;
 
@@ -245,15 +266,20 @@ static const char *config_name(const ServeConfig *c) {
 
 // Serve the bench at `rate` (0: every request at once); a real run checks every request's
 // tokens against its solo run.
-static Metrics serve(Bench *b, const ServeConfig *cfg, Engine *e, const StepCost *cost, double rate, ServeStats *st) {
+static Metrics serve_bursty(Bench *b, const ServeConfig *cfg, Engine *e, const StepCost *cost, double rate,
+                            double burstiness, ServeStats *st) {
     Error err;
-    workload_arrivals(b->w.reqs, b->w.n, rate, BURSTINESS, seed + 1);
+    workload_arrivals(b->w.reqs, b->w.n, rate, burstiness, seed + 1);
     if (serve_run(cfg, e, cost, b->w.reqs, b->w.n, b->out, st, &err)) die("serving: %s", err.msg);
     for (int i = 0; e && i < b->w.n; i++)
         for (int k = 0; k < b->w.reqs[i].output_len; k++)
             if (b->out[i].tokens[k] != b->solo[(size_t)i * b->max_output + k])
                 die("serving: %s: request %d's token %d differs from running it alone", config_name(cfg), i, k);
     return metrics_of(b->out, b->w.n, st, rate);
+}
+
+static Metrics serve(Bench *b, const ServeConfig *cfg, Engine *e, const StepCost *cost, double rate, ServeStats *st) {
+    return serve_bursty(b, cfg, e, cost, rate, BURSTINESS, st);
 }
 
 // The (policy, cache, prefix cache) grid: every policy over both caches, the paged one with
@@ -301,6 +327,106 @@ static void rate_sweep(CsvWriter *w, const char *lead, Bench *b, ServeConfig bas
                      CACHE_NAMES[GRID[g].cache], PREFIX_CACHE_NAMES[GRID[g].prefix_cache], sz->loads[l]);
             metrics_row(w, keys, &m);
         }
+}
+
+// The load shapes of vLLM's benchmark on one server, chunked prefill over the paged cache with
+// hash prefix caching (vLLM v1's defaults): the rate sweep at each burstiness (gamma
+// arrivals of shape b: b < 1 burstier than Poisson, b > 1 more regular), and the closed-loop
+// sweep over the requests in flight (every request due at once, at most C sent and
+// unfinished: --request-rate inf --max-concurrency C).
+static void load_shapes(LabRun *r, Bench *b, ServeConfig base, Engine *e, const Sizes *sz, double capacity) {
+    ServeStats st;
+    base.policy = POLICY_CHUNKED;
+    base.cache = CACHE_PAGED;
+    base.prefix_cache = PREFIX_CACHE_HASH;
+    CsvWriter w = lab_csv(r, TABLE_BURSTINESS);
+    for (int k = 0; k < sz->n_bursts; k++)
+        for (int l = 0; l < sz->n_loads; l++) {
+            progress("serving: burstiness %.2g at %.2f of capacity", sz->bursts[k], sz->loads[l]);
+            Metrics m = serve_bursty(b, &base, e, NULL, sz->loads[l] * capacity, sz->bursts[k], &st);
+            char keys[64];
+            snprintf(keys, sizeof keys, "%.6g,%.6g", sz->bursts[k], sz->loads[l]);
+            metrics_row(&w, keys, &m);
+        }
+    csv_close(&w);
+    w = lab_csv(r, TABLE_CONCURRENCY);
+    for (int k = 0; k < sz->n_concurrency; k++) {
+        ServeConfig cfg = base;
+        cfg.max_concurrency = sz->concurrency[k];
+        progress("serving: at most %d requests in flight", sz->concurrency[k]);
+        Metrics m = serve(b, &cfg, e, NULL, 0, &st);
+        char keys[32];
+        snprintf(keys, sizeof keys, "%d", sz->concurrency[k]);
+        metrics_row(&w, keys, &m);
+    }
+    csv_close(&w);
+}
+
+// ---- a published model (--real-model) ------------------------------------------------------------
+
+// Its batch sweep and the policy grid at its own capacity, on KJV passages in its tokenizer:
+// a model whose decode reads its weights from DRAM, where a step of many rows costs little
+// more than a step of one (the multi-row kernels read each weight block once for up to 16
+// rows). Every request is checked against its solo run, as on the target. Each request gets
+// REAL_CONTEXT positions (not the model's whole context) and 16 run at once.
+enum { REAL_CONTEXT = 512, REAL_MAX_BATCH = 16 };
+
+static void serve_real(LabRun *r, const Sizes *sz, const Corpus *corpus) {
+    Error err;
+    Model model;
+    Tokenizer tok;
+    if (checkpoint_load(real_model_path, NULL, &model, &tok, &err)) die("%s", err.msg);
+    int context = model.config.seq_len < REAL_CONTEXT ? model.config.seq_len : REAL_CONTEXT;
+    if (sz->real_passage + sz->real_output > context)
+        die("serving: %s: requests of %d positions exceed %d", real_model_path, sz->real_passage + sz->real_output,
+            context);
+    const char *slash = strrchr(real_model_path, '/'), *name = slash ? slash + 1 : real_model_path;
+    Engine e;
+    engine_open(&e, &model, ops_cpu(), DTYPE_F32, SERVE_MAX_ROWS, context);
+    ServeConfig base = {.policy = POLICY_CONTINUOUS, .cache = CACHE_PAGED, .max_batch = REAL_MAX_BATCH,
+                        .token_budget = TOKEN_BUDGET, .block_size = BLOCK_SIZE, .kv_tokens = KV_CONTEXTS * context,
+                        .reserve_len = context};
+    WorkloadSpec spec = {.kind = WORKLOAD_PASSAGES, .n_requests = sz->real_requests, .max_prompt = sz->real_passage,
+                         .min_output = 1, .max_output = sz->real_output, .seed = seed + 4};
+    Bench b;
+    bench_open(&b, &spec, &tok, corpus);
+    progress("serving: %s alone", name);
+    double step_ms = solo_tokens(&b, &e);
+    set_slos(step_ms);
+    ServeStats st;
+    CsvWriter w = lab_csv(r, TABLE_REAL_BATCH);
+    for (int k = 0; k < sz->n_batches; k++) {
+        ServeConfig cfg = base;
+        cfg.max_batch = sz->batches[k];
+        cfg.kv_tokens = (sz->batches[k] + 1) * context;
+        progress("serving: %s, batch %d", name, sz->batches[k]);
+        Metrics m = serve(&b, &cfg, &e, NULL, 0, &st);
+        char keys[160];
+        snprintf(keys, sizeof keys, "%s,%d", name, sz->batches[k]);
+        metrics_row(&w, keys, &m);
+    }
+    csv_close(&w);
+    double capacity = capacity_req_s(&b, base, &e, NULL);
+    w = lab_csv(r, TABLE_REAL_SWEEP);
+    for (int g = 0; g < N_GRID; g++) {
+        ServeConfig cfg = grid_config(base, GRID[g]);
+        progress("serving: %s, %s at its capacity", name, config_name(&cfg));
+        Metrics m = serve(&b, &cfg, &e, NULL, capacity, &st);
+        char keys[200];
+        snprintf(keys, sizeof keys, "%s,%s,%s,%s,1", name, POLICY_NAMES[GRID[g].policy], CACHE_NAMES[GRID[g].cache],
+                 PREFIX_CACHE_NAMES[GRID[g].prefix_cache]);
+        metrics_row(&w, keys, &m);
+    }
+    csv_close(&w);
+    lab_meta(r, "serving_real_model", "%s", name);
+    lab_meta(r, "serving_real_capacity_req_s", "%.6g", capacity);
+    lab_meta(r, "serving_real_decode_step_ms", "%.6g", step_ms);
+    lab_meta(r, "serving_real_weight_bytes", "%zu", engine_weight_bytes(&e));
+    lab_meta(r, "serving_real_context", "%d", context);
+    bench_close(&b);
+    engine_close(&e);
+    tokenizer_free(&tok);
+    model_free(&model);
 }
 
 // The passages workload of n requests: half of them after the system prompt.
@@ -365,7 +491,6 @@ static const HardwareSpec *find_hw(const HardwareSpec *h, int n, const char *nam
     die("serving: templates/hardware.csv has no %s", name);
 }
 
-enum { TABLE_BATCH, TABLE_PREFIX, TABLE_PREFIX_CACHE, TABLE_CALIBRATION, TABLE_SIM_STEPS, TABLE_SIM, TABLE_SWEEP };
 
 static void simulate(LabRun *r, const Sizes *sz, const Tokenizer *tok, const Corpus *corpus) {
     Error err;
@@ -535,7 +660,10 @@ static int run(LabRun *r) {
 
     simulate(r, sz, &tok, &corpus);
     set_slos(step_ms); // simulate() set MLPerf's own
+    load_shapes(r, &b, base, &e, sz, capacity);
 
+    if (real_model_path) serve_real(r, sz, &corpus);
+    set_slos(step_ms);
     w = lab_csv(r, TABLE_SWEEP);
     rate_sweep(&w, "", &b, base, &e, NULL, sz, capacity, "measured");
     csv_close(&w);
@@ -545,6 +673,7 @@ static int run(LabRun *r) {
     lab_meta(r, "serving_weight_bytes", "%zu", engine_weight_bytes(&e));
     lab_meta(r, "serving_kv_positions", "%d", base.kv_tokens);
     lab_meta(r, "serving_reserve_len", "%d", base.reserve_len);
+    lab_meta(r, "serving_max_batch", "%d", base.max_batch);
     lab_meta(r, "serving_decode_step_ms", "%.6g", step_ms);
     lab_meta(r, "serving_slo_server_ttft_ms", "%.6g", slos[0].ttft_ms);
     lab_meta(r, "serving_slo_server_tpot_ms", "%.6g", slos[0].tpot_ms);
@@ -567,6 +696,8 @@ static const LabOption OPTIONS[] = {
      .help = "positions per sequence at which the simulated H100 meets the lecture's batch-1 and batch-64 step "
              "times",
      .def = "384", .min = 1, .max = 4096},
+    {.name = "real-model", .kind = LAB_TEXT, .value = &real_model_path, .arg = "FILE",
+     .help = "a published model (GGUF) served beside the target: its batch sweep and the policies at its capacity"},
     {0}};
 
 static const LabTable TABLES[] = {
@@ -585,6 +716,14 @@ static const LabTable TABLES[] = {
     {"serving_sim_steps", "hardware,batch,context,step_ms,tok_s", "simulated decode steps by batch (simulated)", LAB_CPU},
     {"serving_sim", "hardware,policy,cache,prefix_cache,load_frac," METRIC_COLUMNS,
      "the rate sweep on Llama-2-13B, H100 and H200 (simulated)", LAB_CPU},
+    {"serving_burstiness", "burstiness,load_frac," METRIC_COLUMNS,
+     "the rate sweep at several burstiness values (chunked prefill, paged, hash prefix cache)", LAB_CPU},
+    {"serving_concurrency", "max_concurrency," METRIC_COLUMNS,
+     "the closed-loop sweep over requests in flight (every request due at once)", LAB_CPU},
+    {"serving_real_batch", "model,max_batch," METRIC_COLUMNS,
+     "batch size against throughput and latency on the --real-model", LAB_CPU},
+    {"serving_real_sweep", "model,policy,cache,prefix_cache,load_frac," METRIC_COLUMNS,
+     "the policies at the --real-model's capacity", LAB_CPU},
     {"serving_sweep", "policy,cache,prefix_cache,load_frac," METRIC_COLUMNS, "the rate sweep on this machine", LAB_CPU},
     {0}};
 
