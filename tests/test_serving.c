@@ -13,6 +13,8 @@
 //    the times a hand count predicts for a lone request; with at most one request in flight
 //    each is sent when the one before ends; a chat turn is sent its think time after the turn
 //    it follows, and the radix cache hands it all the computed tokens of that turn;
+//  - the workload kinds: few-shot requests start with one of their example sets, a chat's
+//    turns follow each other and resend the conversation, arrivals go to first turns only;
 //  - the gamma arrival process has the requested mean rate (5% over 20000 gaps) and its gaps
 //    the squared coefficient of variation 1 / burstiness (10%).
 // Run: make build/tests/test_serving && ./build/tests/test_serving
@@ -291,6 +293,68 @@ static void test_gamma_arrivals(void **state) {
     free(r);
 }
 
+// The workload kinds on a small text: few-shot requests each start with one of the example
+// sets; a chat's turns follow each other and resend the conversation; arrivals go to first
+// turns only.
+static void test_workload_kinds(void **state) {
+    (void)state;
+    enum { LINES = 60, N = 24 };
+    char *text = mallocCheck(LINES * 80);
+    text[0] = '\0';
+    uint64_t rng = rng_seed(3);
+    static const char *const words[] = {"and", "the", "light", "day", "night", "water", "earth", "said", "God", "was"};
+    for (int l = 0; l < LINES; l++) {
+        for (int w = 0; w < 6 + l % 5; w++) {
+            strcat(text, words[rng_u64(&rng) % 10]);
+            strcat(text, " ");
+        }
+        strcat(text, "\n");
+    }
+    Tokenizer tok;
+    Error err;
+    if (tokenizer_train_bpe(&tok, (const unsigned char *)text, strlen(text), 300, &err)) fail_msg("%s", err.msg);
+    WorkloadSpec few = {.kind = WORKLOAD_FEW_SHOT, .n_requests = N, .max_prompt = 40, .min_output = 1, .max_output = 8,
+                        .prefix_len = 12, .n_prefixes = 3, .seed = 5};
+    Workload w;
+    if (workload_make(&w, &few, &tok, text, strlen(text), &err)) fail_msg("%s", err.msg);
+    int sets[3][12], n_sets = 0;
+    for (int i = 0; i < N; i++) {
+        const Request *r = &w.reqs[i];
+        assert_int_equal(r->prefix_len, 12);
+        assert_int_equal(r->follows, -1);
+        assert_true(r->prompt_len > 12 && r->prompt_len <= 40);
+        int k = 0;
+        while (k < n_sets && memcmp(sets[k], r->prompt, sizeof sets[k])) k++;
+        if (k == n_sets) {
+            assert_true(n_sets < 3); // never a fourth example set
+            memcpy(sets[n_sets++], r->prompt, sizeof sets[0]);
+        }
+    }
+    assert_true(n_sets >= 2);
+    workload_free(&w);
+
+    WorkloadSpec chat = {.kind = WORKLOAD_CHAT, .n_requests = N, .max_prompt = 20, .min_output = 1, .max_output = 6,
+                         .turns = 3, .think_s = 0.25, .seed = 6};
+    if (workload_make(&w, &chat, &tok, text, strlen(text), &err)) fail_msg("%s", err.msg);
+    workload_arrivals(w.reqs, w.n, 4.0, 1.0, 7);
+    for (int i = 0; i < N; i++) {
+        const Request *r = &w.reqs[i];
+        int turn = i % 3;
+        assert_int_equal(r->follows, turn ? i - 1 : -1);
+        assert_true(r->think_s == (turn ? 0.25 : 0));
+        assert_true(turn ? r->arrival_s == 0 : i == 0 || r->arrival_s >= w.reqs[i - 3].arrival_s);
+        if (turn)
+            assert_int_equal(request_full_prompt_len(w.reqs, i),
+                             request_full_prompt_len(w.reqs, i - 1) + w.reqs[i - 1].output_len + r->prompt_len);
+    }
+    assert_true(w.reqs[N - 3].arrival_s > 0);
+    workload_free(&w);
+    few.n_prefixes = 0;
+    assert_int_equal(workload_make(&w, &few, &tok, text, strlen(text), &err), -1); // a few-shot workload of no sets
+    tokenizer_free(&tok);
+    free(text);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_policy_gives_solo_tokens),
@@ -298,6 +362,7 @@ int main(void) {
         cmocka_unit_test(test_simulated_run),
         cmocka_unit_test(test_concurrency_and_follow_ups),
         cmocka_unit_test(test_gamma_arrivals),
+        cmocka_unit_test(test_workload_kinds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
