@@ -9,6 +9,7 @@
 
 #include "common.h"
 #include "model.h"
+#include "paged.h"
 #include "reference.h"
 #include "session.h"
 #include "test_util.h"
@@ -242,4 +243,31 @@ static inline double backend_vs_reference(const Config *c, const Ops *ops, DType
     free(ref);
     model_free(&m);
     return worst;
+}
+
+// Feed tokens[from .. to) to a paged sequence in forwards of up to `chunk` rows; logits
+// (to - from, V) in host memory.
+static inline void paged_feed(Engine *e, PagedSeq *s, const int *tokens, int from, int to, int chunk, float *logits) {
+    for (int p = from; p < to; p += chunk) {
+        int R = to - p < chunk ? to - p : chunk, pos[R];
+        KVCache *caches[R];
+        for (int r = 0; r < R; r++) {
+            caches[r] = &s->cache;
+            pos[r] = p + r;
+        }
+        if (paged_seq_prepare(s, p, R)) fail_msg("paged_seq_prepare refused %d positions at %d", R, p);
+        engine_forward(e, caches, tokens + p, pos, R, logits + (size_t)(p - from) * e->config.vocab_size, 1);
+        assert_int_equal(paged_seq_len(s), p + R);
+    }
+}
+
+// A contiguous session's logits of every position of tokens (n): (n, V), the caller frees them.
+static inline float *session_logits(Engine *e, const int *tokens, int n) {
+    Session s;
+    Error err;
+    float *logits = mallocCheck((size_t)n * e->config.vocab_size * sizeof(float));
+    session_open(&s, e, n);
+    if (session_prefill(&s, tokens, n, logits, &err)) fail_msg("%s", err.msg);
+    session_close(&s);
+    return logits;
 }

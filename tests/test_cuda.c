@@ -597,20 +597,6 @@ static void test_ring_cache(void **state) {
     }
 }
 
-// Feed tokens[from .. to) to a paged sequence in forwards of up to `chunk` rows; logits (to - from, V).
-static void paged_feed(Engine *e, PagedSeq *s, const int *tokens, int from, int to, int chunk, float *logits) {
-    for (int p = from; p < to; p += chunk) {
-        int R = to - p < chunk ? to - p : chunk, pos[4];
-        KVCache *caches[4];
-        for (int r = 0; r < R; r++) {
-            caches[r] = &s->cache;
-            pos[r] = p + r;
-        }
-        if (paged_seq_prepare(s, p, R)) fail_msg("paged_seq_prepare refused %d positions at %d", R, p);
-        engine_forward(e, caches, tokens + p, pos, R, logits + (size_t)(p - from) * e->config.vocab_size, 1);
-    }
-}
-
 // Sequence a: a prefill of 11 (blocks of 4, a third block half full) and decode steps; b forks
 // it after the prefill and decodes its own tokens, its first write copying the shared block.
 // logits: a's (n, V) then b's (n - 11, V).

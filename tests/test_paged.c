@@ -121,33 +121,6 @@ static void test_paged_attention_equals_contiguous(void **state) {
 
 // ---- through the engine ---------------------------------------------------------------------
 
-// Feed tokens[from .. to) to a paged sequence in forwards of `chunk` rows; logits (to - from, V).
-static void paged_feed(Engine *e, PagedSeq *s, const int *tokens, int from, int to, int chunk, float *logits) {
-    int V = e->config.vocab_size;
-    for (int p = from; p < to; p += chunk) {
-        int R = to - p < chunk ? to - p : chunk, pos[R];
-        KVCache *caches[R];
-        for (int r = 0; r < R; r++) {
-            caches[r] = &s->cache;
-            pos[r] = p + r;
-        }
-        assert_int_equal(paged_seq_prepare(s, p, R), 0);
-        engine_forward(e, caches, tokens + p, pos, R, logits + (size_t)(p - from) * V, 1);
-        assert_int_equal(paged_seq_len(s), p + R);
-    }
-}
-
-// A contiguous session's logits of every position of tokens (n), fed in chunks of 16.
-static float *session_logits(Engine *e, const int *tokens, int n) {
-    Session s;
-    Error err;
-    float *logits = mallocCheck((size_t)n * e->config.vocab_size * sizeof(float));
-    session_open(&s, e, n);
-    if (session_prefill(&s, tokens, n, logits, &err)) fail_msg("%s", err.msg);
-    session_close(&s);
-    return logits;
-}
-
 static void test_paged_engine_equals_session(void **state) {
     (void)state;
     enum { T = 50 };

@@ -31,28 +31,6 @@
 
 // ---- through the engine ---------------------------------------------------------------------
 
-// Feed tokens[from .. to) to a paged sequence in forwards of up to 16 rows; logits (to - from, V).
-static void feed(Engine *e, PagedSeq *s, const int *tokens, int from, int to, float *logits) {
-    int V = e->config.vocab_size;
-    for (int p = from; p < to; p += 16) {
-        int R = to - p < 16 ? to - p : 16, pos[16];
-        KVCache *caches[16];
-        for (int r = 0; r < R; r++) caches[r] = &s->cache, pos[r] = p + r;
-        assert_int_equal(paged_seq_prepare(s, p, R), 0);
-        engine_forward(e, caches, tokens + p, pos, R, logits + (size_t)(p - from) * V, 1);
-    }
-}
-
-static float *session_logits(Engine *e, const int *tokens, int n) {
-    Session s;
-    Error err;
-    float *logits = mallocCheck((size_t)n * e->config.vocab_size * sizeof(float));
-    session_open(&s, e, n);
-    if (session_prefill(&s, tokens, n, logits, &err)) fail_msg("%s", err.msg);
-    session_close(&s);
-    return logits;
-}
-
 // A's text is computed and cached; B shares its first SHARED tokens and goes on with its own;
 // then C is A's text again.
 static void check_cached_logits(PrefixCacheKind kind) {
@@ -78,21 +56,21 @@ static void check_cached_logits(PrefixCacheKind kind) {
     paged_seq_open(&a2, &pool, N);
 
     assert_int_equal(prefix_cache_match(&pc, &a, ta, N), 0);
-    feed(&e, &a, ta, 0, N, got);
+    paged_feed(&e, &a, ta, 0, N, 16, got);
     assert_memory_equal(got, want_a, (size_t)N * V * sizeof(float));
     prefix_cache_insert(&pc, &a, ta, N, 1);
     paged_seq_release(&a); // a's blocks stay cached, unreferenced
 
     int hit = prefix_cache_match(&pc, &b, tb, N);
     assert_int_equal(hit, kind == PREFIX_CACHE_HASH ? SHARED / BS * BS : SHARED);
-    feed(&e, &b, tb, hit, N, got);
+    paged_feed(&e, &b, tb, hit, N, 16, got);
     assert_memory_equal(got, want_b + (size_t)hit * V, (size_t)(N - hit) * V * sizeof(float));
     prefix_cache_insert(&pc, &b, tb, N, 1);
     paged_seq_release(&b);
 
     hit = prefix_cache_match(&pc, &a2, ta, N); // radix: all but the last token, hash: whole blocks
     assert_int_equal(hit, kind == PREFIX_CACHE_HASH ? (N - 1) / BS * BS : N - 1);
-    feed(&e, &a2, ta, hit, N, got);
+    paged_feed(&e, &a2, ta, hit, N, 16, got);
     assert_memory_equal(got, want_a + (size_t)hit * V, (size_t)(N - hit) * V * sizeof(float));
     paged_seq_close(&a2);
     paged_seq_close(&b);
