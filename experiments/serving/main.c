@@ -313,6 +313,22 @@ static double capacity_req_s(Bench *b, ServeConfig base, Engine *e, const StepCo
     return serve(b, &cfg, e, cost, 0, &st).m.request_throughput;
 }
 
+// Batch size against latency and throughput: every request at once, memory to spare (a
+// reserve_len cache per sequence and one more), rows prefixed by `lead` ("" or "model,").
+static void batch_sweep(CsvWriter *w, const char *lead, Bench *b, ServeConfig base, Engine *e, const Sizes *sz) {
+    ServeStats st;
+    for (int k = 0; k < sz->n_batches; k++) {
+        ServeConfig cfg = base;
+        cfg.max_batch = sz->batches[k];
+        cfg.kv_tokens = (sz->batches[k] + 1) * base.reserve_len;
+        progress("serving: %sbatch %d", lead, sz->batches[k]);
+        Metrics m = serve(b, &cfg, e, NULL, 0, &st);
+        char keys[192];
+        snprintf(keys, sizeof keys, "%s%d", lead, sz->batches[k]);
+        metrics_row(w, keys, &m);
+    }
+}
+
 // The rate sweep of one server (real or simulated) into rows prefixed by `lead` ("" or "H100 SXM,").
 static void rate_sweep(CsvWriter *w, const char *lead, Bench *b, ServeConfig base, Engine *e, const StepCost *cost,
                        const Sizes *sz, double capacity, const char *what) {
@@ -394,17 +410,10 @@ static void serve_real(LabRun *r, const Sizes *sz, const Corpus *corpus) {
     double step_ms = solo_tokens(&b, &e);
     set_slos(step_ms);
     ServeStats st;
+    char lead[160];
+    snprintf(lead, sizeof lead, "%s,", name);
     CsvWriter w = lab_csv(r, TABLE_REAL_BATCH);
-    for (int k = 0; k < sz->n_batches; k++) {
-        ServeConfig cfg = base;
-        cfg.max_batch = sz->batches[k];
-        cfg.kv_tokens = (sz->batches[k] + 1) * context;
-        progress("serving: %s, batch %d", name, sz->batches[k]);
-        Metrics m = serve(&b, &cfg, &e, NULL, 0, &st);
-        char keys[160];
-        snprintf(keys, sizeof keys, "%s,%d", name, sz->batches[k]);
-        metrics_row(&w, keys, &m);
-    }
+    batch_sweep(&w, lead, &b, base, &e, sz);
     csv_close(&w);
     double capacity = capacity_req_s(&b, base, &e, NULL);
     w = lab_csv(r, TABLE_REAL_SWEEP);
@@ -587,18 +596,8 @@ static int run(LabRun *r) {
     ServeStats st;
     double capacity = capacity_req_s(&b, base, &e, NULL);
 
-    // batch size against latency and throughput: every request at once, memory to spare
     CsvWriter w = lab_csv(r, TABLE_BATCH);
-    for (int k = 0; k < sz->n_batches; k++) {
-        ServeConfig cfg = base;
-        cfg.max_batch = sz->batches[k];
-        cfg.kv_tokens = (sz->batches[k] + 1) * c->seq_len;
-        progress("serving: batch %d", sz->batches[k]);
-        Metrics m = serve(&b, &cfg, &e, NULL, 0, &st);
-        char keys[32];
-        snprintf(keys, sizeof keys, "%d", sz->batches[k]);
-        metrics_row(&w, keys, &m);
-    }
+    batch_sweep(&w, "", &b, base, &e, sz);
     csv_close(&w);
 
     // prefix caching against the prefix length: every request shares the system prompt, memory
