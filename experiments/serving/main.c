@@ -72,7 +72,8 @@ typedef struct {
     int n_bursts;
     double bursts[MAX_LOADS];            // burstiness sweep: gamma shapes (1: Poisson)
     int n_concurrency, concurrency[MAX_BATCHES * 2]; // closed-loop sweep: requests in flight at most
-    int real_requests, real_passage, real_output;   // --real-model's workload (passages, no system prompt)
+    int real_requests, real_passage, real_output;   // --real-model's workload: passages, no system prompt, every
+                                                    // request generating exactly real_output tokens
     int sim_requests;
 } Sizes;
 
@@ -85,7 +86,7 @@ static const Sizes FULL = {
     .shot_len = 96, .turn_len = 48, .turn_output = 24,
     .n_bursts = 3, .bursts = {0.5, 1.0, 2.0},
     .n_concurrency = 7, .concurrency = {1, 2, 4, 8, 16, 32, 64},
-    .real_requests = 32, .real_passage = 64, .real_output = 32,
+    .real_requests = 32, .real_passage = 32, .real_output = 64,
     .sim_requests = 1000,
 };
 static const Sizes QUICK = {
@@ -380,7 +381,9 @@ static void load_shapes(LabRun *r, Bench *b, ServeConfig base, Engine *e, const 
 
 // ---- a published model (--real-model) ------------------------------------------------------------
 
-// Its batch sweep and the policy grid at its own capacity, on KJV passages in its tokenizer:
+// Its batch sweep and the policy grid at its own capacity, on KJV passages in its tokenizer,
+// each request generating a fixed number of tokens (as vLLM's random dataset fixes the output
+// length), twice its prompt, so that the runs measure decode, where batching acts:
 // a model whose decode reads its weights from DRAM, where a step of many rows costs little
 // more than a step of one (the multi-row kernels read each weight block once for up to 16
 // rows). Every request is checked against its solo run, as on the target. Each request gets
@@ -403,7 +406,7 @@ static void serve_real(LabRun *r, const Sizes *sz, const Corpus *corpus) {
                         .token_budget = TOKEN_BUDGET, .block_size = BLOCK_SIZE, .kv_tokens = KV_CONTEXTS * context,
                         .reserve_len = context};
     WorkloadSpec spec = {.kind = WORKLOAD_PASSAGES, .n_requests = sz->real_requests, .max_prompt = sz->real_passage,
-                         .min_output = 1, .max_output = sz->real_output, .seed = seed + 4};
+                         .min_output = sz->real_output, .max_output = sz->real_output, .seed = seed + 4};
     Bench b;
     bench_open(&b, &spec, &tok, corpus);
     progress("serving: %s alone", name);
