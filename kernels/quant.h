@@ -125,9 +125,9 @@ int quant_int_dot_enable(int on);
 
 // out (R, rows) = x (R, cols) @ w^T for a weight matrix of any type: ops->matmul on the CPU.
 // Types with an integer dot, when it is enabled, at every R: the R input rows quantised once to
-// the activation format, then each weight row met by the input rows 16 at a time, each of its
-// blocks decoded once for those 16 and every output summed in dot_row_int's order; so row r of a
-// prefill is bit for bit the R == 1 (decode) result on x_r.
+// the activation format, then each task's 16 weight rows met by the input rows 8 at a time (their
+// accumulators in registers), each weight block decoded once for those 8 and every output summed
+// in dot_row_int's order; so row r of a prefill is bit for bit the R == 1 (decode) result on x_r.
 // Otherwise: R <= 16: each weight row is read once and dotted with every input row by dot_row (so
 // row r is bit for bit the R == 1 result on x_r, as matmul's fp32 path); R > 16 (prefill): tiles of
 // weight rows dequantised to fp32 into scratch, then sgemm. w->outliers' fp32 columns are added to

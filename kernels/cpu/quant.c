@@ -270,8 +270,8 @@ typedef struct {
     size_t stride;    // bytes between rows
     int R;
     // the blocks' d (and Q8_1's s) as fp32, block-major, (blocks, MATVEC_MAX_ROWS): d[k *
-    // MATVEC_MAX_ROWS + r] is row r's block k (act_scales_fill). The paired kernels read a
-    // block's scales for all rows in one load; NULL where R = 1 or the build has no paired kernels.
+    // MATVEC_MAX_ROWS + r] is row r's block k (act_scales_fill), so that a kernel reads a block's
+    // scales for all its rows in one load.
     const float *d, *s;
 } ActRows;
 
@@ -279,8 +279,10 @@ typedef struct {
     void (*quantize_block)(uint8_t *b, const float *x, int len);
     void (*dequantize_block)(float *y, const uint8_t *b, int len);
     float (*dot)(DType t, const uint8_t *row, const float *x, int n);
-    // out[r * out_stride] = row . activation row r, r < x->R; NULL: no integer dot
-    void (*int_dot)(const uint8_t *row, const ActRows *x, int n, float *out, size_t out_stride);
+    // out[i + r * out_stride] = weight row i . activation row r, i < nrows (row_bytes apart),
+    // r < x->R; NULL: no integer dot
+    void (*int_dot)(const uint8_t *rows, size_t row_bytes, int nrows, const ActRows *x, int n, float *out,
+                    size_t out_stride);
     ActType act; // int_dot's activation format
 } CpuType;
 
@@ -828,6 +830,30 @@ static inline float macc_sum(MAcc a) {
     a = _mm_add_ps(a, _mm_movehl_ps(a, a));
     return _mm_cvtss_f32(_mm_add_ss(a, _mm_movehdup_ps(a)));
 }
+// A block's scales for INT_DOT_REG_ROWS activation rows: w times the rows' fp32 activation scales
+// (ActRows' table) in one multiply, kept in memory so that each row's FMA broadcasts its own with a
+// load (a permute per row cost a vector uop on the busy ports: q4_1 at 8 rows ran ~20% slower).
+typedef struct { float v[8]; } RowScales;
+static inline RowScales row_scales(float w, const float *table) {
+    RowScales d;
+    _mm256_storeu_ps(d.v, _mm256_mul_ps(_mm256_set1_ps(w), _mm256_loadu_ps(table)));
+    return d;
+}
+static inline float row_scale(RowScales d, int r) { return d.v[r]; }
+// Per-row fp32 sums across blocks (q4_1's m * s terms), one row a lane, in a register.
+typedef __m256 RowSums;
+static inline RowSums row_sums_zero(void) { return _mm256_setzero_ps(); }
+static inline RowSums row_sums_add(RowSums a, float w, const float *table) {
+    return _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(w), _mm256_loadu_ps(table)));
+}
+static inline float row_sum(RowSums a, int r) {
+    float lanes[8];
+    _mm256_storeu_ps(lanes, a);
+    return lanes[r];
+}
+static inline FAcc facc_fma_row(FAcc acc, ISum s, const RowScales *d, int r) {
+    return _mm256_fmadd_ps(_mm256_broadcast_ss(&d->v[r]), _mm256_cvtepi32_ps(s), acc);
+}
 #else
 #define INT_DOT_NAME "scalar"
 #define INT_DOT_SIMD 0
@@ -894,10 +920,36 @@ typedef float MAcc;
 static inline MAcc macc_zero(void) { return 0.0f; }
 static inline MAcc macc_fma(MAcc acc, const int32_t p[4], float d) { return acc + d * (float)(p[0] + p[1] + p[2] + p[3]); }
 static inline float macc_sum(MAcc a) { return a; }
+typedef struct { float v[8]; } RowScales;
+static inline RowScales row_scales(float w, const float *table) {
+    RowScales d;
+    for (int r = 0; r < 8; r++) d.v[r] = w * table[r];
+    return d;
+}
+static inline float row_scale(RowScales d, int r) { return d.v[r]; }
+typedef RowScales RowSums;
+static inline RowSums row_sums_zero(void) { return (RowSums){{0}}; }
+static inline RowSums row_sums_add(RowSums a, float w, const float *table) {
+    for (int r = 0; r < 8; r++) a.v[r] += w * table[r];
+    return a;
+}
+static inline float row_sum(RowSums a, int r) { return a.v[r]; }
+static inline FAcc facc_fma_row(FAcc acc, ISum s, const RowScales *d, int r) { return facc_fma(acc, s, d->v[r]); }
 #endif
 
 // one block of 32 codes against 32 activation codes, no scales
 static inline ISum isum_block(I8x32 w, const uint8_t *x) { return isum_add(isum_zero(), w, x, 1, 1, 1); }
+// the same for codes known to lie in 0..127 (Q4_1's): they multiply the activation codes as they
+// are, without the sign transfer that makes the weights unsigned (the same integers)
+static inline ISum isum_block_unsigned(I8x32 w, const uint8_t *x) {
+#if INT_DOT_SIMD && INT_DOT_VNNI
+    return dot_u8s8(w, i8_load(x));
+#elif INT_DOT_SIMD
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, i8_load(x)), _mm256_set1_epi16(1));
+#else
+    return isum_block(w, x);
+#endif
+}
 
 const char *quant_int_dot_name(void) { return INT_DOT_NAME; }
 
@@ -909,11 +961,17 @@ int quant_int_dot_enable(int on) {
     return was;
 }
 
-// The integer dots: one weight row against R activation rows (R <= MATVEC_MAX_ROWS; R = 1 is a
-// decode step). Each weight block is decoded once, then met by every row's codes; each output
-// keeps its own accumulators and sums its blocks in the single-row order, so output r is bit for
-// bit what R = 1 gives on row r alone (ggml's vec_dot, test_ggml_quants).
+// The integer dots: W weight rows (rb bytes apart) against R activation rows (R <= INT_DOT_REG_ROWS;
+// R = 1 is a decode step). Each weight block is decoded once, then met by every row's codes; each
+// output keeps its own accumulator and sums its blocks in the single-row order, so output (w, r) is
+// bit for bit what W = R = 1 gives on weight row w and activation row r alone (ggml's vec_dot,
+// test_ggml_quants). W > 1 only gives the core more independent chains (a row's blocks are a chain
+// of dependent FMAs, 4 cycles each on Zen 3, and q4_1's m * s sums a second); which W pays for a
+// decode step is measured per type (INT_DOT_REGS). W and R are compile-time constants at every
+// call, so the W * R accumulators live in registers.
 #define INT_DOT_INLINE inline __attribute__((always_inline))
+#define INT_DOT_MAX_W 4
+#define INT_DOT_UNROLL _Pragma("GCC unroll 8") // the loops over W and R: unrolled, their accumulators registers
 
 // A decode step streams each weight row once (SmolLM2-135M's 96 MB, Gemma 3 270M's 247 MB a
 // token), and the hardware prefetcher alone kept a core at about half its STREAM rate: each
@@ -930,50 +988,80 @@ static inline const uint8_t *act_block(const ActRows *x, int r, int k, size_t bl
     return x->q + r * x->stride + k * block_bytes;
 }
 
+// Block k's column of a scale table (ActRows): its rows' scales, one float each.
+static inline const float *act_scales(const float *table, int k) { return table + k * MATVEC_MAX_ROWS; }
+
+// Rows r0 .. r0 + INT_DOT_REG_ROWS - 1 of x (fewer at its end), its scale tables' columns with them.
+#define INT_DOT_REG_ROWS 8
+static inline ActRows act_rows_part(const ActRows *x, int r0) {
+    int R = x->R - r0 < INT_DOT_REG_ROWS ? x->R - r0 : INT_DOT_REG_ROWS;
+    return (ActRows){x->q + r0 * x->stride, x->stride, R, x->d ? x->d + r0 : NULL, x->s ? x->s + r0 : NULL};
+}
+
 // Q8_0 / Q4_0 / Q5_0 weights (decoded by `codes`) x Q8_0 activations: sumf += (d_w * d_a) * sumi
-static INT_DOT_INLINE void q8_0_family_rows(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R,
-                                            int block_bytes, I8x32 (*codes)(const uint8_t *b)) {
-    FAcc acc[MATVEC_MAX_ROWS];
-    for (int r = 0; r < R; r++) acc[r] = facc_zero();
-    for (int k = 0; k < n / 32; k++, b += block_bytes) {
-        prefetch_weights(b, block_bytes);
-        I8x32 w = codes(b);
-        for (int r = 0; r < R; r++) {
-            const uint8_t *xq = act_block(x, r, k, Q8_0_BYTES);
-            acc[r] = facc_fma(acc[r], isum_block(w, xq + 2), half_at(b) * half_at(xq));
+static INT_DOT_INLINE void q8_0_family_rows(const uint8_t *b, size_t rb, int W, const ActRows *x, int n, float *out,
+                                            size_t os, int R, int block_bytes, I8x32 (*codes)(const uint8_t *b)) {
+    FAcc acc[INT_DOT_MAX_W][INT_DOT_REG_ROWS];
+    INT_DOT_UNROLL
+    for (int v = 0; v < W; v++)
+        INT_DOT_UNROLL
+        for (int r = 0; r < R; r++) acc[v][r] = facc_zero();
+    for (int k = 0; k < n / 32; k++)
+        INT_DOT_UNROLL
+        for (int v = 0; v < W; v++) {
+            const uint8_t *bk = b + v * rb + k * block_bytes;
+            prefetch_weights(bk, block_bytes);
+            I8x32 w = codes(bk);
+            RowScales dd = row_scales(half_at(bk), act_scales(x->d, k));
+            INT_DOT_UNROLL
+            for (int r = 0; r < R; r++) acc[v][r] = facc_fma_row(acc[v][r], isum_block(w, act_block(x, r, k, Q8_0_BYTES) + 2), &dd, r);
         }
-    }
-    for (int r = 0; r < R; r++) out[r * os] = facc_sum(acc[r]);
+    INT_DOT_UNROLL
+    for (int v = 0; v < W; v++)
+        INT_DOT_UNROLL
+        for (int r = 0; r < R; r++) out[v + r * os] = facc_sum(acc[v][r]);
 }
 static inline I8x32 q8_0_codes(const uint8_t *b) { return i8_load(b + 2); }
 static inline I8x32 q4_0_codes(const uint8_t *b) { return i8_nibble_pairs(b + 2, 8); }
 static inline I8x32 q5_0_codes(const uint8_t *b) { return i8_q5(b + 6, b + 2); }
 static inline I8x32 q4_1_codes(const uint8_t *b) { return i8_nibble_pairs(b + 4, 0); }
-static INT_DOT_INLINE void q8_0_rows(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R) {
-    q8_0_family_rows(b, x, n, out, os, R, 34, q8_0_codes);
+static INT_DOT_INLINE void q8_0_rows(const uint8_t *b, size_t rb, int W, const ActRows *x, int n, float *out, size_t os, int R) {
+    q8_0_family_rows(b, rb, W, x, n, out, os, R, 34, q8_0_codes);
 }
-static INT_DOT_INLINE void q4_0_rows(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R) {
-    q8_0_family_rows(b, x, n, out, os, R, 18, q4_0_codes);
+static INT_DOT_INLINE void q4_0_rows(const uint8_t *b, size_t rb, int W, const ActRows *x, int n, float *out, size_t os, int R) {
+    q8_0_family_rows(b, rb, W, x, n, out, os, R, 18, q4_0_codes);
 }
-static INT_DOT_INLINE void q5_0_rows(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R) {
-    q8_0_family_rows(b, x, n, out, os, R, 22, q5_0_codes);
+static INT_DOT_INLINE void q5_0_rows(const uint8_t *b, size_t rb, int W, const ActRows *x, int n, float *out, size_t os, int R) {
+    q8_0_family_rows(b, rb, W, x, n, out, os, R, 22, q5_0_codes);
 }
 
-// Q4_1 x Q8_1: sumf += (d_w * d_a) * sumi + m_w * s_a (the m terms summed apart, added at the end)
-static INT_DOT_INLINE void q4_1_rows(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R) {
-    FAcc acc[MATVEC_MAX_ROWS];
-    float summs[MATVEC_MAX_ROWS];
-    for (int r = 0; r < R; r++) acc[r] = facc_zero(), summs[r] = 0.0f;
-    for (int k = 0; k < n / 32; k++, b += 20) {
-        prefetch_weights(b, 20);
-        I8x32 w = q4_1_codes(b);
-        for (int r = 0; r < R; r++) {
-            const uint8_t *xq = act_block(x, r, k, Q8_1_BYTES);
-            summs[r] += half_at(b + 2) * half_at(xq + 2);
-            acc[r] = facc_fma(acc[r], isum_block(w, xq + 4), half_at(b) * half_at(xq));
-        }
+// Q4_1 x Q8_1: sumf += (d_w * d_a) * sumi + m_w * s_a (the m terms summed apart, added at the end;
+// the codes are unsigned, so no sign juggling: isum_block_unsigned)
+static INT_DOT_INLINE void q4_1_rows(const uint8_t *b, size_t rb, int W, const ActRows *x, int n, float *out, size_t os, int R) {
+    FAcc acc[INT_DOT_MAX_W][INT_DOT_REG_ROWS];
+    RowSums summs[INT_DOT_MAX_W];
+    INT_DOT_UNROLL
+    for (int v = 0; v < W; v++) {
+        summs[v] = row_sums_zero();
+        INT_DOT_UNROLL
+        for (int r = 0; r < R; r++) acc[v][r] = facc_zero();
     }
-    for (int r = 0; r < R; r++) out[r * os] = facc_sum(acc[r]) + summs[r];
+    for (int k = 0; k < n / 32; k++)
+        INT_DOT_UNROLL
+        for (int v = 0; v < W; v++) {
+            const uint8_t *bk = b + v * rb + k * 20;
+            prefetch_weights(bk, 20);
+            I8x32 w = q4_1_codes(bk);
+            RowScales dd = row_scales(half_at(bk), act_scales(x->d, k));
+            summs[v] = row_sums_add(summs[v], half_at(bk + 2), act_scales(x->s, k));
+            INT_DOT_UNROLL
+            for (int r = 0; r < R; r++)
+                acc[v][r] = facc_fma_row(acc[v][r], isum_block_unsigned(w, act_block(x, r, k, Q8_1_BYTES) + 4), &dd, r);
+        }
+    INT_DOT_UNROLL
+    for (int v = 0; v < W; v++)
+        INT_DOT_UNROLL
+        for (int r = 0; r < R; r++) out[v + r * os] = facc_sum(acc[v][r]) + row_sum(summs[v], r);
 }
 
 // ---- paired rows: two activation rows per 512-bit vector (AVX512-VNNI) -----------------------
@@ -1171,117 +1259,173 @@ _Static_assert(MATVEC_MAX_ROWS == 16, "PAIRS_ENTRY instantiates 1 .. 8 pairs");
 
 // The lab's int8 rows x Q8_0 activations: s * sum_k d_a,k * sumi_k; a row's last, shorter block
 // goes through a zero-padded copy (its activation codes are zero-padded too).
-static INT_DOT_INLINE void int8_rows(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R) {
-    float s = float_at(b);
-    const uint8_t *q = b + 4;
-    FAcc acc[MATVEC_MAX_ROWS];
-    for (int r = 0; r < R; r++) acc[r] = facc_zero();
-    for (int k = 0; k * 32 < n; k++) {
-        prefetch_weights(q + k * 32, 32);
-        I8x32 w;
-        if ((k + 1) * 32 <= n) {
-            w = i8_load(q + k * 32);
-        } else {
-            uint8_t last[32] = {0};
-            memcpy(last, q + k * 32, (size_t)(n - k * 32));
-            w = i8_load(last);
+static INT_DOT_INLINE void int8_rows(const uint8_t *b, size_t rb, int W, const ActRows *x, int n, float *out, size_t os, int R) {
+    FAcc acc[INT_DOT_MAX_W][INT_DOT_REG_ROWS];
+    INT_DOT_UNROLL
+    for (int v = 0; v < W; v++)
+        INT_DOT_UNROLL
+        for (int r = 0; r < R; r++) acc[v][r] = facc_zero();
+    for (int k = 0; k * 32 < n; k++)
+        INT_DOT_UNROLL
+        for (int v = 0; v < W; v++) {
+            const uint8_t *q = b + v * rb + 4 + k * 32;
+            prefetch_weights(q, 32);
+            I8x32 w;
+            if ((k + 1) * 32 <= n) {
+                w = i8_load(q);
+            } else {
+                uint8_t last[32] = {0};
+                memcpy(last, q, (size_t)(n - k * 32));
+                w = i8_load(last);
+            }
+            RowScales da = row_scales(1.0f, act_scales(x->d, k));
+            INT_DOT_UNROLL
+            for (int r = 0; r < R; r++) acc[v][r] = facc_fma_row(acc[v][r], isum_block(w, act_block(x, r, k, Q8_0_BYTES) + 2), &da, r);
         }
-        for (int r = 0; r < R; r++) {
-            const uint8_t *xq = act_block(x, r, k, Q8_0_BYTES);
-            acc[r] = facc_fma(acc[r], isum_block(w, xq + 2), half_at(xq));
-        }
-    }
-    for (int r = 0; r < R; r++) out[r * os] = s * facc_sum(acc[r]);
+    INT_DOT_UNROLL
+    for (int v = 0; v < W; v++)
+        INT_DOT_UNROLL
+        for (int r = 0; r < R; r++) out[v + r * os] = float_at(b + v * rb) * facc_sum(acc[v][r]);
 }
 
 // Q4_K x Q8_K per super-block: sumf += (d_a * d) * sum_j sc_j sumi_j - (d_a * dmin) * sum_j m_j bsum_j,
 // bsum_j = bsums[2j] + bsums[2j + 1] (the min terms in MAcc's lanes, pairs of sub-blocks, as ggml's)
-static INT_DOT_INLINE void q4_k_rows(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R) {
-    FAcc acc[MATVEC_MAX_ROWS];
-    MAcc acc_m[MATVEC_MAX_ROWS];
-    for (int r = 0; r < R; r++) acc[r] = facc_zero(), acc_m[r] = macc_zero();
-    for (int k = 0; k < n / QK; k++, b += Q4K_BYTES) {
-        prefetch_weights(b, Q4K_BYTES);
-        I8x32 w[8];
-        int sc[8], m[8];
-        for (int j = 0; j < 8; j++) {
-            k4_scale_min(b + 4, j, &sc[j], &m[j]);
-            w[j] = i8_nibbles(b + 16 + 32 * (j / 2), j & 1);
-        }
-        for (int r = 0; r < R; r++) {
-            const uint8_t *xq = act_block(x, r, k, Q8_K_BYTES), *q8 = xq + 4;
-            float da = float_at(xq);
-            int16_t bsums[16];
-            memcpy(bsums, xq + 4 + QK, sizeof bsums);
-            ISum s = isum_zero();
-            int32_t mb[4] = {0};
+static INT_DOT_INLINE void q4_k_rows(const uint8_t *b, size_t rb, int W, const ActRows *x, int n, float *out, size_t os, int R) {
+    FAcc acc[INT_DOT_MAX_W][INT_DOT_REG_ROWS];
+    MAcc acc_m[INT_DOT_MAX_W][INT_DOT_REG_ROWS];
+    INT_DOT_UNROLL
+    for (int v = 0; v < W; v++)
+        INT_DOT_UNROLL
+        for (int r = 0; r < R; r++) acc[v][r] = facc_zero(), acc_m[v][r] = macc_zero();
+    for (int k = 0; k < n / QK; k++)
+        INT_DOT_UNROLL
+        for (int v = 0; v < W; v++) {
+            const uint8_t *bk = b + v * rb + k * Q4K_BYTES;
+            prefetch_weights(bk, Q4K_BYTES);
+            I8x32 w[8];
+            int sc[8], m[8];
             for (int j = 0; j < 8; j++) {
-                s = isum_add(s, w[j], q8 + 32 * j, sc[j], sc[j], 0);
-                mb[j / 2] += m[j] * (bsums[2 * j] + bsums[2 * j + 1]);
+                k4_scale_min(bk + 4, j, &sc[j], &m[j]);
+                w[j] = i8_nibbles(bk + 16 + 32 * (j / 2), j & 1);
             }
-            acc[r] = facc_fma(acc[r], s, da * half_at(b));
-            acc_m[r] = macc_fma(acc_m[r], mb, -da * half_at(b + 2));
+            RowScales dd = row_scales(half_at(bk), act_scales(x->d, k)), dm = row_scales(-half_at(bk + 2), act_scales(x->d, k));
+            INT_DOT_UNROLL
+            for (int r = 0; r < R; r++) {
+                const uint8_t *xq = act_block(x, r, k, Q8_K_BYTES), *q8 = xq + 4;
+                int16_t bsums[16];
+                memcpy(bsums, xq + 4 + QK, sizeof bsums);
+                ISum s = isum_zero();
+                int32_t mb[4] = {0};
+                for (int j = 0; j < 8; j++) {
+                    s = isum_add(s, w[j], q8 + 32 * j, sc[j], sc[j], 0);
+                    mb[j / 2] += m[j] * (bsums[2 * j] + bsums[2 * j + 1]);
+                }
+                acc[v][r] = facc_fma_row(acc[v][r], s, &dd, r);
+                acc_m[v][r] = macc_fma(acc_m[v][r], mb, row_scale(dm, r));
+            }
         }
-    }
-    for (int r = 0; r < R; r++) out[r * os] = facc_sum(acc[r]) + macc_sum(acc_m[r]);
+    INT_DOT_UNROLL
+    for (int v = 0; v < W; v++)
+        INT_DOT_UNROLL
+        for (int r = 0; r < R; r++) out[v + r * os] = facc_sum(acc[v][r]) + macc_sum(acc_m[v][r]);
 }
 
 // Q6_K x Q8_K per super-block: sumf += (d_a * d) * sum_i scales_i * sum_{16 of i} (code - 32) q,
 // the products taken on the unsigned codes and 32 * sum_i scales_i bsums_i taken off each lane
 // pair's share, as ggml's AVX2 kernel does (the same integers, in the same fp32 lanes).
-static INT_DOT_INLINE void q6_k_rows(const uint8_t *b, const ActRows *x, int n, float *out, size_t os, int R) {
-    FAcc acc[MATVEC_MAX_ROWS];
-    for (int r = 0; r < R; r++) acc[r] = facc_zero();
-    for (int k = 0; k < n / QK; k++, b += Q6K_BYTES) {
-        prefetch_weights(b, Q6K_BYTES);
-        I8x32 w[8]; // sub-blocks c = 0..3 of halves h = 0, 1
-        for (int h = 0; h < 2; h++)
-            for (int c = 0; c < 4; c++) w[4 * h + c] = i8_q6(b + 64 * h + 32 * (c & 1), b + 128 + 32 * h, c >> 1, 2 * c);
-        const int8_t *sc = (const int8_t *)(b + 192);
-        for (int r = 0; r < R; r++) {
-            const uint8_t *xq = act_block(x, r, k, Q8_K_BYTES), *q8 = xq + 4;
-            ISum s = isum_zero();
+static INT_DOT_INLINE void q6_k_rows(const uint8_t *b, size_t rb, int W, const ActRows *x, int n, float *out, size_t os, int R) {
+    FAcc acc[INT_DOT_MAX_W][INT_DOT_REG_ROWS];
+    INT_DOT_UNROLL
+    for (int v = 0; v < W; v++)
+        INT_DOT_UNROLL
+        for (int r = 0; r < R; r++) acc[v][r] = facc_zero();
+    for (int k = 0; k < n / QK; k++)
+        INT_DOT_UNROLL
+        for (int v = 0; v < W; v++) {
+            const uint8_t *bk = b + v * rb + k * Q6K_BYTES;
+            prefetch_weights(bk, Q6K_BYTES);
+            I8x32 w[8]; // sub-blocks c = 0..3 of halves h = 0, 1
             for (int h = 0; h < 2; h++)
-                for (int c = 0; c < 4; c++)
-                    s = isum_add(s, w[4 * h + c], q8 + 128 * h + 32 * c, sc[8 * h + 2 * c], sc[8 * h + 2 * c + 1], 0);
-            s = isum_sub_q6_offset(s, xq + 4 + QK, sc);
-            acc[r] = facc_fma(acc[r], s, float_at(xq) * half_at(b + 208));
+                for (int c = 0; c < 4; c++) w[4 * h + c] = i8_q6(bk + 64 * h + 32 * (c & 1), bk + 128 + 32 * h, c >> 1, 2 * c);
+            const int8_t *sc = (const int8_t *)(bk + 192);
+            RowScales dd = row_scales(half_at(bk + 208), act_scales(x->d, k));
+            INT_DOT_UNROLL
+            for (int r = 0; r < R; r++) {
+                const uint8_t *xq = act_block(x, r, k, Q8_K_BYTES), *q8 = xq + 4;
+                ISum s = isum_zero();
+                for (int h = 0; h < 2; h++)
+                    for (int c = 0; c < 4; c++)
+                        s = isum_add(s, w[4 * h + c], q8 + 128 * h + 32 * c, sc[8 * h + 2 * c], sc[8 * h + 2 * c + 1], 0);
+                s = isum_sub_q6_offset(s, xq + 4 + QK, sc);
+                acc[v][r] = facc_fma_row(acc[v][r], s, &dd, r);
+            }
         }
-    }
-    for (int r = 0; r < R; r++) out[r * os] = facc_sum(acc[r]);
+    INT_DOT_UNROLL
+    for (int v = 0; v < W; v++)
+        INT_DOT_UNROLL
+        for (int r = 0; r < R; r++) out[v + r * os] = facc_sum(acc[v][r]);
 }
 
-// The table's integer dots: R = 1, a decode step, instantiated apart so that its accumulators
-// stay in registers; the same code for every R.
-#define INT_DOT_ENTRY(type)                                                                        \
-    static void int_dot_##type(const uint8_t *b, const ActRows *x, int n, float *out, size_t os) { \
-        if (x->R == 1)                                                                             \
-            type##_rows(b, x, n, out, os, 1);                                                      \
-        else                                                                                       \
-            type##_rows(b, x, n, out, os, x->R);                                                   \
+// nrows weight rows against x's rows (R <= INT_DOT_REG_ROWS, a compile-time constant here), W at a
+// time and the remainder one by one.
+#define INT_DOT_GROUPS(type, R_, W_)                                                      \
+    do {                                                                                  \
+        int i = 0;                                                                        \
+        for (; i + (W_) <= nrows; i += (W_)) type##_rows(b + i * rb, rb, W_, x, n, out + i, os, R_); \
+        for (; i < nrows; i++) type##_rows(b + i * rb, rb, 1, x, n, out + i, os, R_);      \
+    } while (0)
+
+// The table's integer dots: nrows weight rows against x's R rows, INT_DOT_REG_ROWS activation rows
+// at a time (each part re-reads the task's weight rows, from L1), every R instantiated apart so
+// that its accumulators stay in registers. One row (a decode step) takes decode_w weight rows at
+// once, two rows 2; from 3 rows on, the rows themselves are the independent chains. decode_w per
+// type, measured on a 47-80 MB matrix of 576 (1024 for the k-quants) columns at 1 and 2 threads on
+// an AMD EPYC Zen 3 (AVX2): q4_1, whose m * s sums make a second chain, ran 5.5 ms at 4 rows against
+// 6.0-9.7 at 1; q8_0 ran 4.8-5.4 ms at 1 row against 7.0-7.8 at 2 or 4; q4_k and q6_k were fastest
+// at 1 (q4_k 9.8 ms at 1, 18-22 at 2 or 4).
+#define INT_DOT_REGS(type, name, decode_w)                                                                 \
+    static void int_dot_rows_##type(const uint8_t *b, size_t rb, int nrows, const ActRows *x, int n, float *out, \
+                                    size_t os) {                                                           \
+        switch (x->R) {                                                                                    \
+        case 1: INT_DOT_GROUPS(type, 1, decode_w); break;                                                  \
+        case 2: INT_DOT_GROUPS(type, 2, 2); break;                                                         \
+        case 3: INT_DOT_GROUPS(type, 3, 1); break;                                                         \
+        case 4: INT_DOT_GROUPS(type, 4, 1); break;                                                         \
+        case 5: INT_DOT_GROUPS(type, 5, 1); break;                                                         \
+        case 6: INT_DOT_GROUPS(type, 6, 1); break;                                                         \
+        case 7: INT_DOT_GROUPS(type, 7, 1); break;                                                         \
+        default: INT_DOT_GROUPS(type, 8, 1); break;                                                        \
+        }                                                                                                  \
+    }                                                                                                      \
+    static void name(const uint8_t *b, size_t rb, int nrows, const ActRows *x, int n, float *out, size_t os) { \
+        for (int r0 = 0; r0 < x->R; r0 += INT_DOT_REG_ROWS) {                                              \
+            ActRows part = act_rows_part(x, r0);                                                           \
+            int_dot_rows_##type(b, rb, nrows, &part, n, out + r0 * os, os);                                \
+        }                                                                                                  \
     }
-// ... and where the paired kernel exists, it takes R >= 2 when the scale tables are there.
+_Static_assert(INT_DOT_REG_ROWS == 8, "INT_DOT_REGS instantiates 1 .. 8 rows");
+#define INT_DOT_ENTRY(type, decode_w) INT_DOT_REGS(type, int_dot_##type, decode_w)
+// ... and where the paired kernel exists, it takes R >= 2.
 #if INT_DOT_PAIRS
-#define INT_DOT_PAIRED_ENTRY(type)                                                                 \
-    PAIRS_ENTRY(type)                                                                              \
-    static void int_dot_##type(const uint8_t *b, const ActRows *x, int n, float *out, size_t os) { \
-        if (x->R == 1)                                                                             \
-            type##_rows(b, x, n, out, os, 1);                                                      \
-        else if (x->d)                                                                             \
-            pairs_##type(b, x, n, out, os);                                                        \
-        else                                                                                       \
-            type##_rows(b, x, n, out, os, x->R);                                                   \
+#define INT_DOT_PAIRED_ENTRY(type, decode_w)                                                           \
+    PAIRS_ENTRY(type)                                                                                  \
+    INT_DOT_REGS(type, int_dot_regs_##type, decode_w)                                                  \
+    static void int_dot_##type(const uint8_t *b, size_t rb, int nrows, const ActRows *x, int n, float *out, size_t os) { \
+        if (x->R == 1)                                                                                 \
+            int_dot_regs_##type(b, rb, nrows, x, n, out, os);                                          \
+        else                                                                                           \
+            for (int i = 0; i < nrows; i++) pairs_##type(b + i * rb, x, n, out + i, os);               \
     }
 #else
-#define INT_DOT_PAIRED_ENTRY(type) INT_DOT_ENTRY(type)
+#define INT_DOT_PAIRED_ENTRY(type, decode_w) INT_DOT_ENTRY(type, decode_w)
 #endif
-INT_DOT_PAIRED_ENTRY(q8_0)
-INT_DOT_PAIRED_ENTRY(q4_0)
-INT_DOT_PAIRED_ENTRY(q5_0)
-INT_DOT_PAIRED_ENTRY(q4_1)
-INT_DOT_ENTRY(int8)
-INT_DOT_PAIRED_ENTRY(q4_k)
-INT_DOT_PAIRED_ENTRY(q6_k)
+INT_DOT_PAIRED_ENTRY(q8_0, 1)
+INT_DOT_PAIRED_ENTRY(q4_0, 1)
+INT_DOT_PAIRED_ENTRY(q5_0, 1)
+INT_DOT_PAIRED_ENTRY(q4_1, 4)
+INT_DOT_ENTRY(int8, 1)
+INT_DOT_PAIRED_ENTRY(q4_k, 1)
+INT_DOT_PAIRED_ENTRY(q6_k, 1)
 
 // clang-format off
 static const CpuType CPU_TYPES[DTYPE_COUNT] = {
@@ -1309,24 +1453,15 @@ int dtype_has_int_dot(DType t) { return cpu_type(t)->int_dot != NULL; }
 
 ActType quant_act_type(DType t) { return cpu_type(t)->int_dot ? cpu_type(t)->act : ACT_NONE; }
 
-float dot_row_int(DType t, const void *row, const void *xq, int n) {
-    if (!dtype_has_int_dot(t)) die("dot_row_int: %s weights have no integer dot", dtype_name(t));
-    check_row("dot_row_int", t, n);
-    ActRows x = {xq, 0, 1, NULL, NULL};
-    float out;
-    cpu_type(t)->int_dot(row, &x, n, &out, 1);
-    return out;
-}
-
 // ---- matmul on typed weights ------------------------------------------------------------------
 
 #define TILE_FLOATS (1 << 16) // prefill's float path: weight rows dequantised per sgemm, ~256 KB (L2)
-#define INT_TILE_ROWS 16      // prefill's integer path: weight rows per task, dotted 16 input rows at a time
+#define INT_TILE_ROWS 16      // the integer path: weight rows per task, dotted 16 input rows at a time
 
-// The paired kernels' scale tables beside R quantised activation rows of n columns: per group of
+// The kernels' scale tables beside R quantised activation rows of n columns: per group of
 // MATVEC_MAX_ROWS rows, (blocks, MATVEC_MAX_ROWS) floats of d and as many of s (ActRows).
 static size_t act_scales_floats(ActType a, int R, int n) {
-    if (!INT_DOT_PAIRS || R < 2 || a == ACT_NONE) return 0;
+    if (R < 1 || a == ACT_NONE) return 0;
     size_t groups = (size_t)(R + MATVEC_MAX_ROWS - 1) / MATVEC_MAX_ROWS;
     size_t blocks = (size_t)(n + act_block_elems(a) - 1) / act_block_elems(a);
     return 2 * groups * blocks * MATVEC_MAX_ROWS;
@@ -1349,11 +1484,24 @@ static void act_scales_fill(float *d, float *sv, ActType a, const uint8_t *xq, s
         }
 }
 
+float dot_row_int(DType t, const void *row, const void *xq, int n) {
+    if (!dtype_has_int_dot(t)) die("dot_row_int: %s weights have no integer dot", dtype_name(t));
+    check_row("dot_row_int", t, n);
+    ActType a = cpu_type(t)->act;
+    size_t table = act_scales_floats(a, 1, n) / 2;
+    float *scales = mallocCheck(2 * table * sizeof(float)), out;
+    act_scales_fill(scales, scales + table, a, xq, 0, 1, n);
+    ActRows x = {xq, 0, 1, scales, scales + table};
+    cpu_type(t)->int_dot(row, 0, 1, &x, n, &out, 1);
+    free(scales);
+    return out;
+}
+
 size_t matmul_typed_scratch_bytes(DType t, int R, int cols) {
     if (!dtype_is_quantized(t) || R <= 0 || cols <= 0) return 0;
     ActType a = quant_act_type(t);
     size_t scales = act_scales_floats(a, R, cols);
-    size_t act = a == ACT_NONE ? 0 : scales ? act_scales_offset(a, R, cols) + scales * sizeof(float) : (size_t)R * act_row_bytes(a, cols);
+    size_t act = a == ACT_NONE ? 0 : act_scales_offset(a, R, cols) + scales * sizeof(float);
     if (R <= MATVEC_MAX_ROWS) return act;
     size_t tile = (size_t)(cols > TILE_FLOATS ? cols : TILE_FLOATS) * sizeof(float);
     return tile > act ? tile : act;
@@ -1389,18 +1537,18 @@ static void matmul_int(float *out, const float *x, const Tensor *w, int R, void 
     });
     size_t table = act_scales_floats(kt->act, R, n) / 2;
     size_t per_group = (size_t)(n + act_block_elems(kt->act) - 1) / act_block_elems(kt->act) * MATVEC_MAX_ROWS;
-    float *scales = table ? (float *)(xq + act_scales_offset(kt->act, R, n)) : NULL;
-    for (int r0 = 0; scales && r0 < R; r0 += MATVEC_MAX_ROWS) {
+    float *scales = (float *)(xq + act_scales_offset(kt->act, R, n));
+    for (int r0 = 0; r0 < R; r0 += MATVEC_MAX_ROWS) {
         float *dg = scales + (size_t)(r0 / MATVEC_MAX_ROWS) * per_group;
         act_scales_fill(dg, dg + table, kt->act, xq + r0 * xb, xb, R - r0 < MATVEC_MAX_ROWS ? R - r0 : MATVEC_MAX_ROWS, n);
     }
-    int tile = R <= MATVEC_MAX_ROWS ? 1 : INT_TILE_ROWS, tasks = (d + tile - 1) / tile;
+    int tile = INT_TILE_ROWS, tasks = (d + tile - 1) / tile;
     PARALLEL_FOR((double)R * n * d, schedule(static), for (int task = 0; task < tasks; task++) {
         int i0 = task * tile, i1 = i0 + tile < d ? i0 + tile : d;
         for (int r0 = 0; r0 < R; r0 += MATVEC_MAX_ROWS) {
-            const float *dg = scales ? scales + (size_t)(r0 / MATVEC_MAX_ROWS) * per_group : NULL;
-            ActRows rows = {xq + r0 * xb, xb, R - r0 < MATVEC_MAX_ROWS ? R - r0 : MATVEC_MAX_ROWS, dg, dg ? dg + table : NULL};
-            for (int i = i0; i < i1; i++) kt->int_dot(base + i * rb, &rows, n, out + (size_t)r0 * d + i, (size_t)d);
+            const float *dg = scales + (size_t)(r0 / MATVEC_MAX_ROWS) * per_group;
+            ActRows rows = {xq + r0 * xb, xb, R - r0 < MATVEC_MAX_ROWS ? R - r0 : MATVEC_MAX_ROWS, dg, dg + table};
+            kt->int_dot(base + i0 * rb, rb, i1 - i0, &rows, n, out + (size_t)r0 * d + i0, (size_t)d);
         }
     });
 }
