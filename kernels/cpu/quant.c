@@ -795,9 +795,9 @@ static inline I8x32 i8_q6(const uint8_t *ql, const uint8_t *qh, int high, int sh
     return _mm256_or_si256(i8_nibbles(ql, high), _mm256_slli_epi16(h, 4));
 }
 static inline ISum isum_zero(void) { return _mm256_setzero_si256(); }
-// s + sc_lo * (codes 0..15 . x) + sc_hi * (codes 16..31 . x), lane by lane (one = 1: no scales)
-static inline ISum isum_add(ISum s, I8x32 w, const uint8_t *x, int sc_lo, int sc_hi, int one) {
-    __m256i xv = i8_load(x), u = _mm256_sign_epi8(w, w), v = _mm256_sign_epi8(xv, w);
+// s + sc_lo * (u's bytes 0..15 . v) + sc_hi * (bytes 16..31 . v), lane by lane, u unsigned and v
+// signed bytes (one = 1: no scales)
+static inline ISum isum_add_u8(ISum s, __m256i u, __m256i v, int sc_lo, int sc_hi, int one) {
 #if INT_DOT_VNNI
     __m256i p = dot_u8s8(u, v); // lanes 0..3: codes 0..15, lanes 4..7: codes 16..31
     if (!one) p = _mm256_mullo_epi32(p, _mm256_setr_epi32(sc_lo, sc_lo, sc_lo, sc_lo, sc_hi, sc_hi, sc_hi, sc_hi));
@@ -806,6 +806,16 @@ static inline ISum isum_add(ISum s, I8x32 w, const uint8_t *x, int sc_lo, int sc
     __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, v), sc);
 #endif
     return _mm256_add_epi32(s, p);
+}
+// s + sc_lo * (codes 0..15 . x) + sc_hi * (codes 16..31 . x), lane by lane (one = 1: no scales)
+static inline ISum isum_add(ISum s, I8x32 w, const uint8_t *x, int sc_lo, int sc_hi, int one) {
+    return isum_add_u8(s, _mm256_sign_epi8(w, w), _mm256_sign_epi8(i8_load(x), w), sc_lo, sc_hi, one);
+}
+// the same for codes known to lie in 0..127 (Q4_1's, Q4_K's, Q6_K's unsigned ones): they multiply
+// the activation codes as they are, without the sign transfer (the same integers: a zero code's
+// products are zero either way)
+static inline ISum isum_add_unsigned(ISum s, I8x32 w, const uint8_t *x, int sc_lo, int sc_hi, int one) {
+    return isum_add_u8(s, w, i8_load(x), sc_lo, sc_hi, one);
 }
 // Q6_K's offset: lane k -= 32 * (bsums[2k] scales[2k] + bsums[2k + 1] scales[2k + 1])
 static inline ISum isum_sub_q6_offset(ISum s, const uint8_t *bsums, const int8_t *scales) {
@@ -820,11 +830,16 @@ static inline float facc_sum(FAcc a) {
     q = _mm_add_ss(q, _mm_movehdup_ps(q));
     return _mm_cvtss_f32(q);
 }
-// Q4_K's min terms: 4 fp32 lanes, lane l += d * (m[2l] B[2l] + m[2l + 1] B[2l + 1]), as ggml's
+// Q4_K's min terms: 4 fp32 lanes, lane l += d * (m[2l] B[2l] + m[2l + 1] B[2l + 1]), as ggml's,
+// B[j] = bsums[2j] + bsums[2j + 1] (an activation super-block's 16 int16 sums; |B| <= 32 * 127
+// fits the int16 add). K4Mins: a weight super-block's 8 mins as int16.
 typedef __m128 MAcc;
+typedef __m128i K4Mins;
+static inline K4Mins k4_mins(const uint8_t m[8]) { return _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)m)); }
 static inline MAcc macc_zero(void) { return _mm_setzero_ps(); }
-static inline MAcc macc_fma(MAcc acc, const int32_t p[4], float d) {
-    return _mm_fmadd_ps(_mm_set1_ps(d), _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)p)), acc);
+static inline MAcc macc_fma_mins(MAcc acc, K4Mins m, const uint8_t *bsums, float d) {
+    __m128i B = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bsums), _mm_loadu_si128((const __m128i *)(bsums + 16)));
+    return _mm_fmadd_ps(_mm_set1_ps(d), _mm_cvtepi32_ps(_mm_madd_epi16(m, B)), acc);
 }
 static inline float macc_sum(MAcc a) {
     a = _mm_add_ps(a, _mm_movehl_ps(a, a));
@@ -903,6 +918,9 @@ static inline ISum isum_add(ISum s, I8x32 w, const uint8_t *x, int sc_lo, int sc
     (void)one;
     return s + sc_lo * dot_i8x16(w.v, x) + sc_hi * dot_i8x16(w.v + 16, x + 16);
 }
+static inline ISum isum_add_unsigned(ISum s, I8x32 w, const uint8_t *x, int sc_lo, int sc_hi, int one) {
+    return isum_add(s, w, x, sc_lo, sc_hi, one);
+}
 // (in uint32, wrapping as the SIMD lanes do, where bsums are not our quantiser's: no overflow UB)
 static inline ISum isum_sub_q6_offset(ISum s, const uint8_t *bsums, const int8_t *scales) {
     int64_t off = 0;
@@ -917,8 +935,20 @@ static inline FAcc facc_zero(void) { return 0.0f; }
 static inline FAcc facc_fma(FAcc acc, ISum s, float d) { return acc + d * (float)s; }
 static inline float facc_sum(FAcc a) { return a; }
 typedef float MAcc;
+typedef struct { int m[8]; } K4Mins;
+static inline K4Mins k4_mins(const uint8_t m[8]) {
+    K4Mins k;
+    for (int j = 0; j < 8; j++) k.m[j] = m[j];
+    return k;
+}
 static inline MAcc macc_zero(void) { return 0.0f; }
-static inline MAcc macc_fma(MAcc acc, const int32_t p[4], float d) { return acc + d * (float)(p[0] + p[1] + p[2] + p[3]); }
+static inline MAcc macc_fma_mins(MAcc acc, K4Mins m, const uint8_t *bsums, float d) {
+    int16_t b[16];
+    memcpy(b, bsums, sizeof b);
+    int32_t sum = 0;
+    for (int j = 0; j < 8; j++) sum += m.m[j] * (b[2 * j] + b[2 * j + 1]);
+    return acc + d * (float)sum;
+}
 static inline float macc_sum(MAcc a) { return a; }
 typedef struct { float v[8]; } RowScales;
 static inline RowScales row_scales(float w, const float *table) {
@@ -939,18 +969,6 @@ static inline FAcc facc_fma_row(FAcc acc, ISum s, const RowScales *d, int r) { r
 
 // one block of 32 codes against 32 activation codes, no scales
 static inline ISum isum_block(I8x32 w, const uint8_t *x) { return isum_add(isum_zero(), w, x, 1, 1, 1); }
-// the same for codes known to lie in 0..127 (Q4_1's): they multiply the activation codes as they
-// are, without the sign transfer that makes the weights unsigned (the same integers)
-static inline ISum isum_block_unsigned(I8x32 w, const uint8_t *x) {
-#if INT_DOT_SIMD && INT_DOT_VNNI
-    return dot_u8s8(w, i8_load(x));
-#elif INT_DOT_SIMD
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(w, i8_load(x)), _mm256_set1_epi16(1));
-#else
-    return isum_block(w, x);
-#endif
-}
-
 const char *quant_int_dot_name(void) { return INT_DOT_NAME; }
 
 static int int_dot_enabled = INT_DOT_SIMD;
@@ -971,7 +989,7 @@ int quant_int_dot_enable(int on) {
 // call, so the W * R accumulators live in registers.
 #define INT_DOT_INLINE inline __attribute__((always_inline))
 #define INT_DOT_MAX_W 4
-#define INT_DOT_UNROLL _Pragma("GCC unroll 8") // the loops over W and R: unrolled, their accumulators registers
+#define INT_DOT_UNROLL _Pragma("GCC unroll 8") // loops over W, R and sub-blocks: unrolled, their values registers
 
 // A decode step streams each weight row once (SmolLM2-135M's 96 MB, Gemma 3 270M's 247 MB a
 // token), and the hardware prefetcher alone kept a core at about half its STREAM rate: each
@@ -1036,7 +1054,7 @@ static INT_DOT_INLINE void q5_0_rows(const uint8_t *b, size_t rb, int W, const A
 }
 
 // Q4_1 x Q8_1: sumf += (d_w * d_a) * sumi + m_w * s_a (the m terms summed apart, added at the end;
-// the codes are unsigned, so no sign juggling: isum_block_unsigned)
+// the codes are unsigned: isum_add_unsigned)
 static INT_DOT_INLINE void q4_1_rows(const uint8_t *b, size_t rb, int W, const ActRows *x, int n, float *out, size_t os, int R) {
     FAcc acc[INT_DOT_MAX_W][INT_DOT_REG_ROWS];
     RowSums summs[INT_DOT_MAX_W];
@@ -1056,7 +1074,7 @@ static INT_DOT_INLINE void q4_1_rows(const uint8_t *b, size_t rb, int W, const A
             summs[v] = row_sums_add(summs[v], half_at(bk + 2), act_scales(x->s, k));
             INT_DOT_UNROLL
             for (int r = 0; r < R; r++)
-                acc[v][r] = facc_fma_row(acc[v][r], isum_block_unsigned(w, act_block(x, r, k, Q8_1_BYTES) + 4), &dd, r);
+                acc[v][r] = facc_fma_row(acc[v][r], isum_add_unsigned(isum_zero(), w, act_block(x, r, k, Q8_1_BYTES) + 4, 1, 1, 1), &dd, r);
         }
     INT_DOT_UNROLL
     for (int v = 0; v < W; v++)
@@ -1303,25 +1321,24 @@ static INT_DOT_INLINE void q4_k_rows(const uint8_t *b, size_t rb, int W, const A
             const uint8_t *bk = b + v * rb + k * Q4K_BYTES;
             prefetch_weights(bk, Q4K_BYTES);
             I8x32 w[8];
-            int sc[8], m[8];
+            uint8_t sc[8], m[8];
+            INT_DOT_UNROLL
             for (int j = 0; j < 8; j++) {
-                k4_scale_min(bk + 4, j, &sc[j], &m[j]);
+                int scj, mj;
+                k4_scale_min(bk + 4, j, &scj, &mj);
+                sc[j] = (uint8_t)scj, m[j] = (uint8_t)mj;
                 w[j] = i8_nibbles(bk + 16 + 32 * (j / 2), j & 1);
             }
+            K4Mins mins = k4_mins(m);
             RowScales dd = row_scales(half_at(bk), act_scales(x->d, k)), dm = row_scales(-half_at(bk + 2), act_scales(x->d, k));
             INT_DOT_UNROLL
             for (int r = 0; r < R; r++) {
                 const uint8_t *xq = act_block(x, r, k, Q8_K_BYTES), *q8 = xq + 4;
-                int16_t bsums[16];
-                memcpy(bsums, xq + 4 + QK, sizeof bsums);
                 ISum s = isum_zero();
-                int32_t mb[4] = {0};
-                for (int j = 0; j < 8; j++) {
-                    s = isum_add(s, w[j], q8 + 32 * j, sc[j], sc[j], 0);
-                    mb[j / 2] += m[j] * (bsums[2 * j] + bsums[2 * j + 1]);
-                }
+                INT_DOT_UNROLL
+                for (int j = 0; j < 8; j++) s = isum_add_unsigned(s, w[j], q8 + 32 * j, sc[j], sc[j], 0);
                 acc[v][r] = facc_fma_row(acc[v][r], s, &dd, r);
-                acc_m[v][r] = macc_fma(acc_m[v][r], mb, row_scale(dm, r));
+                acc_m[v][r] = macc_fma_mins(acc_m[v][r], mins, xq + 4 + QK, row_scale(dm, r));
             }
         }
     INT_DOT_UNROLL
@@ -1344,18 +1361,20 @@ static INT_DOT_INLINE void q6_k_rows(const uint8_t *b, size_t rb, int W, const A
         for (int v = 0; v < W; v++) {
             const uint8_t *bk = b + v * rb + k * Q6K_BYTES;
             prefetch_weights(bk, Q6K_BYTES);
-            I8x32 w[8]; // sub-blocks c = 0..3 of halves h = 0, 1
-            for (int h = 0; h < 2; h++)
-                for (int c = 0; c < 4; c++) w[4 * h + c] = i8_q6(bk + 64 * h + 32 * (c & 1), bk + 128 + 32 * h, c >> 1, 2 * c);
+            I8x32 w[8]; // sub-block j: c = j % 4 of half h = j / 4
+            INT_DOT_UNROLL
+            for (int j = 0; j < 8; j++) {
+                int h = j / 4, c = j % 4;
+                w[j] = i8_q6(bk + 64 * h + 32 * (c & 1), bk + 128 + 32 * h, c >> 1, 2 * c);
+            }
             const int8_t *sc = (const int8_t *)(bk + 192);
             RowScales dd = row_scales(half_at(bk + 208), act_scales(x->d, k));
             INT_DOT_UNROLL
             for (int r = 0; r < R; r++) {
                 const uint8_t *xq = act_block(x, r, k, Q8_K_BYTES), *q8 = xq + 4;
                 ISum s = isum_zero();
-                for (int h = 0; h < 2; h++)
-                    for (int c = 0; c < 4; c++)
-                        s = isum_add(s, w[4 * h + c], q8 + 128 * h + 32 * c, sc[8 * h + 2 * c], sc[8 * h + 2 * c + 1], 0);
+                INT_DOT_UNROLL
+                for (int j = 0; j < 8; j++) s = isum_add_unsigned(s, w[j], q8 + 32 * j, sc[2 * j], sc[2 * j + 1], 0);
                 s = isum_sub_q6_offset(s, xq + 4 + QK, sc);
                 acc[v][r] = facc_fma_row(acc[v][r], s, &dd, r);
             }
@@ -1381,8 +1400,8 @@ static INT_DOT_INLINE void q6_k_rows(const uint8_t *b, size_t rb, int W, const A
 // once, two rows 2; from 3 rows on, the rows themselves are the independent chains. decode_w per
 // type, measured on a 47-80 MB matrix of 576 (1024 for the k-quants) columns at 1 and 2 threads on
 // an AMD EPYC Zen 3 (AVX2): q4_1, whose m * s sums make a second chain, ran 5.5 ms at 4 rows against
-// 6.0-9.7 at 1; q8_0 ran 4.8-5.4 ms at 1 row against 7.0-7.8 at 2 or 4; q4_k and q6_k were fastest
-// at 1 (q4_k 9.8 ms at 1, 18-22 at 2 or 4).
+// 6.0-9.7 at 1; q8_0 ran 4.8-5.4 ms at 1 row against 7.0-7.8 at 2 or 4; q4_k ran as fast at 1 as at
+// 2 (5.7-5.9 ms, 1 thread), q6_k faster at 1 (4.4 ms against 5.0; 2.2 against 3.1-4.7 at 2 threads).
 #define INT_DOT_REGS(type, name, decode_w)                                                                 \
     static void int_dot_rows_##type(const uint8_t *b, size_t rb, int nrows, const ActRows *x, int n, float *out, \
                                     size_t os) {                                                           \
