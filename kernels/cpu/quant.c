@@ -625,13 +625,27 @@ static inline int8_t round_code(float v) {
     return (int8_t)rintf(v);
 }
 
-// Whole blocks go 16 values at a time: at 512 bits as AVX-512 lanes that run round_code's and the
-// scans' operations (x86's max and min return their second operand on a NaN, which is how fmaxf
-// skips a NaN and round_code sends one to 127; the maxima and integer sums do not depend on their
-// order), elsewhere as the plain loops.
+// Whole blocks go 16 values at a time: at 512 bits as one AVX-512 vector, at 256 as two AVX2 ones,
+// whose lanes run round_code's and the scans' operations (x86's max and min return their second
+// operand on a NaN, which is how fmaxf skips a NaN and round_code sends one to 127; the maxima and
+// integer sums do not depend on their order), elsewhere as the plain loops.
+#if VEC_BITS == 256 && defined(__AVX2__)
+static inline __m256 abs8(const float *x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_loadu_ps(x)); }
+// round_code(x * scale) of 8 values, as int32
+static inline __m256i codes8(const float *x, float scale) {
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x), _mm256_set1_ps(scale));
+    v = _mm256_max_ps(_mm256_min_ps(v, _mm256_set1_ps(127.0f)), _mm256_set1_ps(-127.0f));
+    return _mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+#endif
 static inline float amax16(const float *x, float m) { // max(m, |x|) over 16 values, NaNs skipped
 #if VEC_BITS == 512
     return fmaxf(m, _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x)), _mm512_setzero_ps())));
+#elif VEC_BITS == 256 && defined(__AVX2__)
+    __m256 z = _mm256_setzero_ps(), a = _mm256_max_ps(_mm256_max_ps(abs8(x), z), _mm256_max_ps(abs8(x + 8), z));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    return fmaxf(m, _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h))));
 #else
     for (int j = 0; j < 16; j++) m = fmaxf(m, fabsf(x[j]));
     return m;
@@ -646,6 +660,14 @@ static inline int codes16(int8_t *q, const float *x, float scale) {
     __m512i c = _mm512_cvtps_epi32(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     _mm_storeu_si128((__m128i *)q, _mm512_cvtepi32_epi8(c));
     return _mm512_reduce_add_epi32(c);
+#elif VEC_BITS == 256 && defined(__AVX2__)
+    __m256i a = codes8(x, scale), b = codes8(x + 8, scale);
+    // packs work within 128-bit halves: a0-3 b0-3 | a4-7 b4-7, put back in order as a0-7 | b0-7
+    __m256i p = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);
+    _mm_storeu_si128((__m128i *)q, _mm_packs_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(_mm256_add_epi32(a, b)), _mm256_extracti128_si256(_mm256_add_epi32(a, b), 1));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
+    return _mm_cvtsi128_si32(_mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1)));
 #else
     int sum = 0;
     for (int j = 0; j < 16; j++) sum += q[j] = round_code(x[j] * scale);
