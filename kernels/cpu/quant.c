@@ -790,10 +790,12 @@ typedef __m256i ISum;
 typedef __m256 FAcc;
 static inline I8x32 i8_load(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
 // 16 bytes of nibble pairs: codes 0..15 the low nibbles, 16..31 the high ones, minus bias
+// (the 16 bytes loaded into both halves, the upper half's shifted down a nibble: one shift, one
+// blend and one mask)
 static inline I8x32 i8_nibble_pairs(const uint8_t *p, int bias) {
-    __m128i b = _mm_loadu_si128((const __m128i *)p), m = _mm_set1_epi8(0x0F);
-    __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
-    return _mm256_sub_epi8(v, _mm256_set1_epi8((char)bias));
+    __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+    __m256i v = _mm256_and_si256(_mm256_blend_epi32(b, _mm256_srli_epi16(b, 4), 0xF0), _mm256_set1_epi8(0x0F));
+    return bias ? _mm256_sub_epi8(v, _mm256_set1_epi8((char)bias)) : v;
 }
 // the low (high = 0) or high nibbles of 32 bytes
 static inline I8x32 i8_nibbles(const uint8_t *p, int high) {
@@ -806,9 +808,9 @@ static inline I8x32 i8_q5(const uint8_t *qs, const uint8_t *qh) {
     const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
                                             2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    __m256i b = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)u32_at(qh)), spread), bit);
-    __m256i hi = _mm256_and_si256(_mm256_cmpeq_epi8(b, bit), _mm256_set1_epi8(0x10));
-    return _mm256_sub_epi8(_mm256_or_si256(i8_nibble_pairs(qs, 0), hi), _mm256_set1_epi8(16));
+    __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)u32_at(qh)), spread), bit), bit);
+    // code - 16: the nibble where the bit is set, else the nibble with 0xF0 or'd in (n - 16 as int8)
+    return _mm256_or_si256(i8_nibble_pairs(qs, 0), _mm256_andnot_si256(set, _mm256_set1_epi8((char)0xF0)));
 }
 // Q6_K's unsigned codes 0..63, ((ql >> 4 high) & 15) | ((qh >> shift) & 3) << 4, for 32 weights
 // (the -32 is taken off the sums: isum_sub_q6_offset)
