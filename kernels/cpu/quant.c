@@ -758,9 +758,10 @@ void quantize_act_row(ActType a, void *dst, const float *x, int n) {
 // int8 with SIMD (I8x32), then isum_add multiplies them with the activation's 32 int8 codes and
 // adds the products, exactly, into 8 int32 lanes (ISum; lane k takes codes 4k .. 4k + 3, as
 // ggml's mul_sum_i8_pairs does), each half of 16 codes times its own integer scale where the
-// format has one (Q4_K's per 32, Q6_K's per 16). facc_fma adds ISum's lanes times a block's fp32
-// scale into 8 fp32 lanes (FAcc), summed at the end. x86 multiplies unsigned by signed bytes
-// (VNNI's dpbusd, AVX2's maddubs), so the products are taken as |w| times x carrying w's sign;
+// format has one (Q4_K's per 32, Q6_K's per 16). facc_fma_row adds ISum's lanes times a block's
+// fp32 scale for that row (RowScales) into 8 fp32 lanes (FAcc), summed at the end. x86 multiplies
+// unsigned by signed bytes (VNNI's dpbusd, AVX2's maddubs), so the products are taken as |w| times
+// x carrying w's sign (isum_add; isum_add_unsigned where the codes are unsigned already);
 // |-128| = 128 fits an unsigned byte and the activation codes lie in [-127, 127], so nothing
 // overflows or saturates (maddubs' int16 pair sums stay within 2 * 128 * 127; a lane of a
 // super-block within 8 * 4 * 128 * 32 * 127 < 2^31).
@@ -847,7 +848,6 @@ static inline ISum isum_sub_q6_offset(ISum s, const uint8_t *bsums, const int8_t
     return _mm256_sub_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(b, sc), 5));
 }
 static inline FAcc facc_zero(void) { return _mm256_setzero_ps(); }
-static inline FAcc facc_fma(FAcc acc, ISum s, float d) { return _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(s), acc); }
 static inline float facc_sum(FAcc a) {
     __m128 q = _mm_add_ps(_mm256_extractf128_ps(a, 1), _mm256_castps256_ps128(a));
     q = _mm_add_ps(q, _mm_movehl_ps(q, q));
@@ -956,7 +956,6 @@ static inline ISum isum_sub_q6_offset(ISum s, const uint8_t *bsums, const int8_t
     return (ISum)((uint32_t)s - 32u * (uint32_t)off);
 }
 static inline FAcc facc_zero(void) { return 0.0f; }
-static inline FAcc facc_fma(FAcc acc, ISum s, float d) { return acc + d * (float)s; }
 static inline float facc_sum(FAcc a) { return a; }
 typedef float MAcc;
 typedef struct { int m[8]; } K4Mins;
@@ -988,7 +987,7 @@ static inline RowSums row_sums_add(RowSums a, float w, const float *table) {
     return a;
 }
 static inline float row_sum(RowSums a, int r) { return a.v[r]; }
-static inline FAcc facc_fma_row(FAcc acc, ISum s, const RowScales *d, int r) { return facc_fma(acc, s, d->v[r]); }
+static inline FAcc facc_fma_row(FAcc acc, ISum s, const RowScales *d, int r) { return acc + d->v[r] * (float)s; }
 #endif
 
 // one block of 32 codes against 32 activation codes, no scales
