@@ -32,12 +32,13 @@ RUN        = $(BIN)/$(1) --profile $(PROFILE) --out $(OUT)
 # report section reads: see templates/README.md, "Not run"). Which tables it writes is said
 # once, in its main.c (TABLES); the harness lists what a run wrote in the step's manifest.
 SMOLLM2                   := $(REAL_DIR)/smollm2-135m-instruct-q4_1.gguf
+GEMMA3                    := $(REAL_DIR)/gemma-3-270m-q4_k_m.gguf
 sampling_ARGS              = --model $(TARGET) --real-model $(SMOLLM2)
 sampling_INPUTS            = $(TARGET) $(SMOLLM2)
 speculative_ARGS           = --model $(TARGET) --drafts $(subst $(empty) $(empty),$(comma),$(DRAFTS))
 speculative_INPUTS         = $(TARGET) $(DRAFTS)
-kv_cache_ARGS              = --model $(TARGET)
-kv_cache_INPUTS            = $(TARGET)
+kv_cache_ARGS              = --model $(TARGET) --real-model $(SMOLLM2),$(GEMMA3)
+kv_cache_INPUTS            = $(TARGET) $(SMOLLM2) $(GEMMA3)
 kv_cache_CUDA_SKIP         = kv_cache_runs.cuda.skip
 attention_variants_ARGS    = --models $(MODELS_DIR)
 attention_variants_INPUTS  = $(ATTN_VARIANTS) templates/model_presets.csv

@@ -137,6 +137,9 @@ static const struct {
     {"kv_cache_steps.csv", "backend,mode,position,step_ms", 1023 + 61},
     {"kv_cache_memory.csv", "backend,n_layers,n_kv_heads,head_dim,context_len,element_bytes,cache_bytes,"
                             "allocated_bytes,formula_bytes", 15},
+    {"kv_cache_real.csv", "backend,model,prompt_len,gen_len,setting,prefill_ms,decode_ms_median,cache_total_ms,"
+                          "no_cache_total_ms,speedup,flop_ratio,cache_flops,no_cache_flops,reps,timed_steps,n_params,"
+                          "kv_bytes_per_token", 2},
     {"sampling_temperature.csv", "temperature,positions,entropy_nats_mean,entropy_nats_p10,entropy_nats_p90,"
                                  "uniform_entropy_nats,heldout_nll_nats,prompts,gen_tokens,gen_words,distinct_1,"
                                  "distinct_2,repeat_4gram_rate,drift_word_frac,gen_nll_nats", 21},
@@ -488,6 +491,8 @@ static const struct {
     {"kv_cache_steps.csv", "backend,mode,position"},
     {"kv_cache_memory.csv", "backend,n_layers,n_kv_heads,head_dim,context_len,element_bytes,cache_bytes,"
                             "formula_bytes"},
+    {"kv_cache_real.csv", "backend,model,prompt_len,gen_len,setting,flop_ratio,cache_flops,no_cache_flops,reps,timed_steps,"
+                          "n_params,kv_bytes_per_token"},
     {"sampling_temperature.csv", "*"},
     {"sampling_filters.csv", "*"},
     {"sampling_penalty.csv", "*"},

@@ -1,6 +1,7 @@
 // kv_cache/main.c: bin/kv_cache, project 11: what a KV cache buys.
 //
 //   bin/kv_cache --model out/models/target.gguf [--out out/<hw>] [--profile quick|full] [--backend cpu|cuda]
+//       [--real-model out/models/real/smollm2-135m-instruct-q4_1.gguf]
 //
 // Greedy generation of the same tokens two ways: with a KV cache (prefill the prompt once,
 // then one decode step per token) and without (every new token recomputes the whole
@@ -23,6 +24,11 @@
 //   kv_cache_speedup.csv backend, prompt_len, gen_len (setting "P+G") -> measured speed-up and the theoretical FLOP ratio
 //   kv_cache_steps.csv   backend, mode, position -> latency of each decode step (the longest setting)
 //   kv_cache_memory.csv  backend, n_layers, n_kv_heads, context_len -> measured vs formula bytes
+// and, with --real-model (CPU runs only), the published models at the seeds' two settings
+// (256 + 128, 1K + 1K; quick: 16 + 8), one repetition each, their own quantised weights:
+//   kv_cache_real.csv    backend, model, prompt_len, gen_len -> prefill, cached step, both totals,
+//                        speed-up, FLOP ratio and both FLOP counts, parameters and the fp32 KV
+//                        bytes a position adds (uncached: at most REAL_TIMED_STEPS steps timed)
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,12 +109,14 @@ static void generate_cached(Runner *r, Setting st, int *tokens, double *step_ms)
 }
 
 // Uncached generation: step i recomputes the whole sequence of P + i tokens. Its cost
-// depends only on that length, so long generations time every stride-th step (at most
-// MAX_TIMED_STEPS, always the first and the last) and integrate the total from them.
-#define MAX_TIMED_STEPS 64
+// depends only on that length (smoothly: matmuls linear in it, attention quadratic), so long
+// generations time every stride-th step (at most max_timed >= 2, always the first and the
+// last) and integrate the total from them.
+#define MAX_TIMED_STEPS 64  // the zoo's target
+#define REAL_TIMED_STEPS 16 // a published model's: a 2K-token recomputation of SmolLM2-135M takes seconds
 
-static int timed_steps(int gen_len, int *steps) {
-    int stride = (gen_len - 1 + MAX_TIMED_STEPS - 2) / (MAX_TIMED_STEPS - 1);
+static int timed_steps(int gen_len, int max_timed, int *steps) {
+    int stride = (gen_len - 1 + max_timed - 2) / (max_timed - 1);
     if (stride < 1) stride = 1;
     int n = 0;
     for (int i = 0; i < gen_len; i += stride) steps[n++] = i;
@@ -192,25 +200,64 @@ typedef struct {
     double *steps, *totals;
 } ModeTimes;
 
-static void write_mode(Outputs *out, const Config *c, Setting st, Mode mode, const ModeTimes *t, int reps,
-                       int write_steps) {
-    const double *kept = t->steps + (size_t)median_index(t->totals, reps) * t->n_steps;
-    BenchStats tot = bench_stats(t->totals, reps);
-    // decode = every timed step after the first (the prompt pass)
-    BenchStats dec = t->n_steps > 1 ? bench_stats(kept + 1, t->n_steps - 1) : (BenchStats){0};
+// Both modes of one setting.
+typedef struct {
+    Setting st;
+    int reps;
+    ModeTimes mode[2];
+} SettingTimes;
+
+// The repetition whose total is the median: its step times (n_steps).
+static const double *median_steps(const ModeTimes *t, int reps) {
+    return t->steps + (size_t)median_index(t->totals, reps) * t->n_steps;
+}
+
+// decode = every timed step after the first (the prompt pass), of the median repetition
+static BenchStats decode_stats(const ModeTimes *t, int reps) {
+    return t->n_steps > 1 ? bench_stats(median_steps(t, reps) + 1, t->n_steps - 1) : (BenchStats){0};
+}
+
+// Uncached over cached total time (medians), and the same ratio of theoretical FLOPs.
+static double setting_speedup(const SettingTimes *s) {
+    return bench_stats(s->mode[MODE_NO_CACHE].totals, s->reps).median_ms / bench_stats(s->mode[MODE_CACHE].totals, s->reps).median_ms;
+}
+static double setting_flop_ratio(const Config *c, Setting st) {
+    return generation_flops(c, st, MODE_NO_CACHE) / generation_flops(c, st, MODE_CACHE);
+}
+
+static void write_mode(Outputs *out, const Config *c, const SettingTimes *s, Mode mode, int write_steps) {
+    const ModeTimes *t = &s->mode[mode];
+    Setting st = s->st;
+    const double *kept = median_steps(t, s->reps);
+    BenchStats tot = bench_stats(t->totals, s->reps), dec = decode_stats(t, s->reps);
     csv_row(&out->runs, "%s,%d,%d,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%d,%.6g", out->backend, st.prompt_len, st.gen_len,
             MODE_NAMES[mode], kept[0], dec.median_ms, dec.p10_ms, dec.p90_ms, tot.median_ms, tot.p10_ms, tot.p90_ms,
-            reps, t->n_steps, generation_flops(c, st, mode));
+            s->reps, t->n_steps, generation_flops(c, st, mode));
     if (write_steps)
         for (int k = 1; k < t->n_steps; k++)
             csv_row(&out->steps, "%s,%s,%d,%.6g", out->backend, MODE_NAMES[mode], st.prompt_len + t->step_index[k] - 1,
                     kept[k]);
 }
 
-// Generate with the cache `reps` times, then time the uncached steps `reps` times on the
-// same tokens; report the repetition whose total is the median.
-// `index` of `count` settings, for the progress line.
-static void measure_setting(Runner *run, Setting st, int reps, int write_steps, int index, int count, Outputs *out) {
+static void write_setting(Outputs *out, const Config *c, const SettingTimes *s, int write_steps) {
+    for (int mode = 0; mode < 2; mode++) write_mode(out, c, s, mode, write_steps);
+    csv_row(&out->speedup, "%s,%d,%d,%d+%d,%.6g,%.6g", out->backend, s->st.prompt_len, s->st.gen_len, s->st.prompt_len,
+            s->st.gen_len, setting_speedup(s), setting_flop_ratio(c, s->st));
+}
+
+static void setting_times_free(SettingTimes *s) {
+    for (int mode = 0; mode < 2; mode++) {
+        free(s->mode[mode].steps);
+        free(s->mode[mode].totals);
+        free(s->mode[mode].step_index);
+    }
+}
+
+// Generate with the cache `reps` times, then time at most max_timed uncached steps `reps` times
+// on the same tokens; the repetition whose total is the median is the one reported.
+// `index` of `count` settings and `what` (the backend, or the model) for the progress line.
+static void measure_setting(Runner *run, Setting st, int reps, int max_timed, int index, int count, const char *what,
+                            SettingTimes *out) {
     const Config *c = run->config;
     int total = st.prompt_len + st.gen_len, G = st.gen_len;
     int *tokens = mallocCheck(total * sizeof(int)), *again = mallocCheck(total * sizeof(int));
@@ -220,39 +267,27 @@ static void measure_setting(Runner *run, Setting st, int reps, int write_steps, 
 
     int *all_steps = mallocCheck(G * sizeof(int)), *some_steps = mallocCheck(G * sizeof(int));
     for (int i = 0; i < G; i++) all_steps[i] = i;
-    ModeTimes times[2] = {
-        {G, all_steps, mallocCheck((size_t)reps * G * sizeof(double)), mallocCheck(reps * sizeof(double))},
-        {timed_steps(G, some_steps), some_steps, mallocCheck((size_t)reps * G * sizeof(double)),
-         mallocCheck(reps * sizeof(double))}};
+    *out = (SettingTimes){st, reps,
+                          {{G, all_steps, mallocCheck((size_t)reps * G * sizeof(double)), mallocCheck(reps * sizeof(double))},
+                           {timed_steps(G, max_timed, some_steps), some_steps, mallocCheck((size_t)reps * G * sizeof(double)),
+                            mallocCheck(reps * sizeof(double))}}};
     for (int rep = 0; rep < reps; rep++) {
-        progress_step(index, count, "kv_cache %s %d+%d cache rep %d/%d", out->backend, st.prompt_len, G, rep + 1,
-                          reps);
-        double *ms = times[MODE_CACHE].steps + (size_t)rep * G;
+        progress_step(index, count, "kv_cache %s %d+%d cache rep %d/%d", what, st.prompt_len, G, rep + 1, reps);
+        double *ms = out->mode[MODE_CACHE].steps + (size_t)rep * G;
         generate_cached(run, st, rep == 0 ? tokens : again, ms);
         if (rep > 0 && memcmp(tokens, again, total * sizeof(int)) != 0)
             die("kv_cache %d+%d: cached generation is not reproducible", st.prompt_len, G);
-        times[MODE_CACHE].totals[rep] = integrate_steps(all_steps, ms, G);
+        out->mode[MODE_CACHE].totals[rep] = integrate_steps(all_steps, ms, G);
     }
     for (int rep = 0; rep < reps; rep++) {
-        progress_step(index, count, "kv_cache %s %d+%d no_cache rep %d/%d", out->backend, st.prompt_len, G,
-                          rep + 1, reps);
-        ModeTimes *t = &times[MODE_NO_CACHE];
+        progress_step(index, count, "kv_cache %s %d+%d no_cache rep %d/%d", what, st.prompt_len, G, rep + 1, reps);
+        ModeTimes *t = &out->mode[MODE_NO_CACHE];
         double *ms = t->steps + (size_t)rep * t->n_steps;
         time_uncached(run, st, tokens, t->step_index, t->n_steps, ms);
         t->totals[rep] = integrate_steps(t->step_index, ms, t->n_steps);
     }
-    if (times[MODE_NO_CACHE].n_steps < G) check_uncached_agrees(run, st, tokens);
-
-    for (int mode = 0; mode < 2; mode++) write_mode(out, c, st, mode, &times[mode], reps, write_steps);
-    double speedup = bench_stats(times[1].totals, reps).median_ms / bench_stats(times[0].totals, reps).median_ms;
-    double flop_ratio = generation_flops(c, st, MODE_NO_CACHE) / generation_flops(c, st, MODE_CACHE);
-    csv_row(&out->speedup, "%s,%d,%d,%d+%d,%.6g,%.6g", out->backend, st.prompt_len, G, st.prompt_len, G, speedup,
-            flop_ratio);
-    for (int mode = 0; mode < 2; mode++) {
-        free(times[mode].steps);
-        free(times[mode].totals);
-    }
-    free(all_steps); free(some_steps); free(tokens); free(again);
+    if (out->mode[MODE_NO_CACHE].n_steps < G) check_uncached_agrees(run, st, tokens);
+    free(tokens), free(again);
 }
 
 // Bytes the allocator hands out for a cache of this shape, against the formula
@@ -272,15 +307,24 @@ static const Setting FULL_SETTINGS[] = {{256, 128}, {1024, 1024}, {32, 64}, {64,
                                         {1024, 64}, {32, 32}, {32, 128}, {32, 256}, {32, 512}};
 static const Setting QUICK_SETTINGS[] = {{256, 128}, {1024, 1024}, {128, 64}, {16, 64}, {64, 64}, {32, 32}, {32, 128}};
 
-static const char *model_path;
+// The published models (--real-model) at the seeds' two settings only: without the cache a
+// 1K + 1K generation recomputes up to 2K positions of a 135M-parameter model per token. One
+// repetition each (the cached decode median is over every one of its steps); quick: a few
+// tokens test the path.
+static const Setting REAL_SETTINGS[] = {{256, 128}, {1024, 1024}};
+static const Setting QUICK_REAL_SETTINGS[] = {{16, 8}};
+
+static const char *model_path, *real_models;
 
 static const LabOption OPTIONS[] = {
     {.name = "model", .kind = LAB_TEXT, .value = &model_path, .arg = "FILE",
      .help = "GGUF checkpoint to generate with", .required = 1},
+    {.name = "real-model", .kind = LAB_TEXT, .value = &real_models, .arg = "FILE[,FILE]",
+     .help = "published models (GGUF, comma-separated) measured at the seeds' two settings beside the target (CPU)"},
     {0},
 };
 
-enum { TABLE_RUNS, TABLE_SPEEDUP, TABLE_STEPS, TABLE_MEMORY };
+enum { TABLE_RUNS, TABLE_SPEEDUP, TABLE_STEPS, TABLE_MEMORY, TABLE_REAL };
 static const LabTable TABLES[] = {
     {"kv_cache_runs", "backend,prompt_len,gen_len,mode,prefill_ms,decode_ms_median,decode_ms_p10,decode_ms_p90,"
                       "total_ms_median,total_ms_p10,total_ms_p90,reps,timed_steps,flops",
@@ -291,6 +335,10 @@ static const LabTable TABLES[] = {
     {"kv_cache_memory", "backend,n_layers,n_kv_heads,head_dim,context_len,element_bytes,cache_bytes,"
                         "allocated_bytes,formula_bytes",
      "cache bytes measured vs the formula per shape", LAB_BOTH},
+    {"kv_cache_real", "backend,model,prompt_len,gen_len,setting,prefill_ms,decode_ms_median,cache_total_ms,"
+                      "no_cache_total_ms,speedup,flop_ratio,cache_flops,no_cache_flops,reps,timed_steps,n_params,"
+                      "kv_bytes_per_token",
+     "the --real-model files: cached vs uncached at the seeds' settings", LAB_CPU},
     {0},
 };
 
@@ -303,10 +351,76 @@ static void write_memory(Runner *e, CsvWriter *w) {
         for (int i = 0; i < 5; i++) measure_memory(e, w, shapes[s][0], shapes[s][1], c->head_dim, contexts[i]);
 }
 
+#define MAX_REAL_MODELS 4
+
+typedef struct {
+    char name[128]; // the file name less its extension, as real_models.csv names models
+    Model model;
+} RealModel;
+
+// The --real-model files, loaded and checked against the settings before anything is measured
+// (bad input stops the run before it writes a table). Returns how many.
+static int load_real_models(RealModel *out, const Setting *settings, int n_settings) {
+    char *list = strdup(real_models);
+    int n = 0;
+    for (char *path = list, *next; path; path = next) {
+        next = strchr(path, ',');
+        if (next) *next++ = '\0';
+        if (n == MAX_REAL_MODELS) die("kv_cache: --real-model: at most %d files", MAX_REAL_MODELS);
+        RealModel *rm = &out[n++];
+        Error err;
+        if (checkpoint_load(path, NULL, &rm->model, NULL, &err) != 0) die("kv_cache: --real-model: %s", err.msg);
+        const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path, *dot = strrchr(base, '.');
+        snprintf(rm->name, sizeof rm->name, "%.*s", dot && dot != base ? (int)(dot - base) : (int)strlen(base), base);
+        for (int i = 0; i < n_settings; i++)
+            if (settings[i].prompt_len + settings[i].gen_len > rm->model.config.seq_len)
+                die("kv_cache: --real-model %s: %d + %d positions exceed its context of %d", path, settings[i].prompt_len,
+                    settings[i].gen_len, rm->model.config.seq_len);
+    }
+    free(list);
+    return n;
+}
+
+// Each real model at the seeds' settings (one table row a setting): prefill and the cached
+// decode step (median), both totals, the speed-up, the FLOP ratio and both FLOP counts, and the
+// fp32 KV bytes a position adds over every layer. Frees the models.
+static void measure_real_models(LabRun *r, RealModel *models, int n_models, const Setting *settings, int n) {
+    CsvWriter w = lab_csv(r, TABLE_REAL);
+    for (int k = 0; k < n_models; k++) {
+        const Config *c = &models[k].model.config;
+        int longest = 0;
+        for (int i = 0; i < n; i++)
+            if (settings[i].prompt_len + settings[i].gen_len > longest) longest = settings[i].prompt_len + settings[i].gen_len;
+        Runner runner;
+        runner_open(&runner, BACKEND_CPU, &models[k].model, longest);
+        double kv_bytes = 2.0 * config_kv_layers(c) * c->n_kv_heads * c->head_dim * sizeof(float);
+        for (int i = 0; i < n; i++) {
+            SettingTimes t;
+            measure_setting(&runner, settings[i], 1, REAL_TIMED_STEPS, i, n, models[k].name, &t);
+            const ModeTimes *cached = &t.mode[MODE_CACHE], *uncached = &t.mode[MODE_NO_CACHE];
+            csv_row(&w, "cpu,%s,%d,%d,%d+%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%d,%.6g,%.6g", models[k].name,
+                    settings[i].prompt_len, settings[i].gen_len, settings[i].prompt_len, settings[i].gen_len,
+                    cached->steps[0], decode_stats(cached, 1).median_ms, cached->totals[0], uncached->totals[0],
+                    setting_speedup(&t), setting_flop_ratio(c, settings[i]), generation_flops(c, settings[i], MODE_CACHE),
+                    generation_flops(c, settings[i], MODE_NO_CACHE), 1, uncached->n_steps, (double)model_param_count(c),
+                    kv_bytes);
+            setting_times_free(&t);
+        }
+        runner_close(&runner);
+        model_free(&models[k].model);
+    }
+    csv_close(&w);
+}
+
 static int run(LabRun *r) {
     Model m;
     Error err;
     if (checkpoint_load(model_path, NULL, &m, NULL, &err) != 0) die("%s", err.msg);
+    const Setting *real_settings = r->quick ? QUICK_REAL_SETTINGS : REAL_SETTINGS;
+    int n_real_settings = r->quick ? (int)(sizeof QUICK_REAL_SETTINGS / sizeof QUICK_REAL_SETTINGS[0])
+                                   : (int)(sizeof REAL_SETTINGS / sizeof REAL_SETTINGS[0]);
+    RealModel real[MAX_REAL_MODELS];
+    int n_real = real_models && r->backend == BACKEND_CPU ? load_real_models(real, real_settings, n_real_settings) : 0;
     // The pair settings the seeds quote (256 + 128, 1K + 1K), then prompt and generation sweeps.
     const Setting *settings = r->quick ? QUICK_SETTINGS : FULL_SETTINGS;
     int n_settings = r->quick ? (int)(sizeof QUICK_SETTINGS / sizeof QUICK_SETTINGS[0])
@@ -323,7 +437,12 @@ static int run(LabRun *r) {
     out.runs = lab_csv(r, TABLE_RUNS);
     out.speedup = lab_csv(r, TABLE_SPEEDUP);
     out.steps = lab_csv(r, TABLE_STEPS);
-    for (int i = 0; i < n_settings; i++) measure_setting(&runner, settings[i], reps, i == longest, i, n_settings, &out);
+    for (int i = 0; i < n_settings; i++) {
+        SettingTimes t;
+        measure_setting(&runner, settings[i], reps, MAX_TIMED_STEPS, i, n_settings, out.backend, &t);
+        write_setting(&out, runner.config, &t, i == longest);
+        setting_times_free(&t);
+    }
     CsvWriter mem = lab_csv(r, TABLE_MEMORY);
     write_memory(&runner, &mem);
     csv_close(&out.runs);
@@ -344,6 +463,8 @@ static int run(LabRun *r) {
 #endif
     runner_close(&runner);
     model_free(&m);
+    if (n_real) measure_real_models(r, real, n_real, real_settings, n_real_settings);
+    lab_meta(r, "kv_cache_real_models", "%s", n_real ? real_models : "none");
     return 0;
 }
 
