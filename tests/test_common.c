@@ -51,6 +51,24 @@ static long dead_pid(void) {
     return (long)pid;
 }
 
+// A stem drops directories and the last extension only; an empty or oversized stem is an error.
+static void test_path_stem(void **state) {
+    (void)state;
+    char out[16];
+    Error err;
+    assert_int_equal(path_stem(out, sizeof out, "out/models/full/draft-s.gguf", &err), 0);
+    assert_string_equal(out, "draft-s");
+    assert_int_equal(path_stem(out, sizeof out, "gemma-3.q4.gguf", &err), 0);
+    assert_string_equal(out, "gemma-3.q4");
+    assert_int_equal(path_stem(out, sizeof out, "dir.d/.hidden", &err), 0);
+    assert_string_equal(out, ".hidden");
+    assert_int_equal(path_stem(out, sizeof out, "plain", &err), 0);
+    assert_string_equal(out, "plain");
+    assert_int_equal(path_stem(out, sizeof out, "models/", &err), -1);
+    assert_int_equal(path_stem(out, sizeof out, "a-name-of-sixteen.gguf", &err), -1);
+    assert_non_null(strstr(err.msg, "a-name-of-sixteen.gguf"));
+}
+
 static void test_commit_and_abort(void **state) {
     (void)state;
     char path[256];
@@ -90,6 +108,7 @@ static void test_remove_stale_temps(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_path_stem),
         cmocka_unit_test(test_commit_and_abort),
         cmocka_unit_test(test_remove_stale_temps),
     };

@@ -351,6 +351,15 @@ static void write_memory(Runner *e, CsvWriter *w) {
         for (int i = 0; i < 5; i++) measure_memory(e, w, shapes[s][0], shapes[s][1], c->head_dim, contexts[i]);
 }
 
+// The index of the setting of most positions (the first of them).
+static int longest_setting(const Setting *settings, int n) {
+    int longest = 0;
+    for (int i = 1; i < n; i++)
+        if (settings[i].prompt_len + settings[i].gen_len > settings[longest].prompt_len + settings[longest].gen_len)
+            longest = i;
+    return longest;
+}
+
 #define MAX_REAL_MODELS 4
 
 typedef struct {
@@ -370,8 +379,7 @@ static int load_real_models(RealModel *out, const Setting *settings, int n_setti
         RealModel *rm = &out[n++];
         Error err;
         if (checkpoint_load(path, NULL, &rm->model, NULL, &err) != 0) die("kv_cache: --real-model: %s", err.msg);
-        const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path, *dot = strrchr(base, '.');
-        snprintf(rm->name, sizeof rm->name, "%.*s", dot && dot != base ? (int)(dot - base) : (int)strlen(base), base);
+        if (path_stem(rm->name, sizeof rm->name, path, &err)) die("kv_cache: --real-model: %s", err.msg);
         for (int i = 0; i < n_settings; i++)
             if (settings[i].prompt_len + settings[i].gen_len > rm->model.config.seq_len)
                 die("kv_cache: --real-model %s: %d + %d positions exceed its context of %d", path, settings[i].prompt_len,
@@ -388,11 +396,9 @@ static void measure_real_models(LabRun *r, RealModel *models, int n_models, cons
     CsvWriter w = lab_csv(r, TABLE_REAL);
     for (int k = 0; k < n_models; k++) {
         const Config *c = &models[k].model.config;
-        int longest = 0;
-        for (int i = 0; i < n; i++)
-            if (settings[i].prompt_len + settings[i].gen_len > longest) longest = settings[i].prompt_len + settings[i].gen_len;
+        Setting longest = settings[longest_setting(settings, n)];
         Runner runner;
-        runner_open(&runner, BACKEND_CPU, &models[k].model, longest);
+        runner_open(&runner, BACKEND_CPU, &models[k].model, longest.prompt_len + longest.gen_len);
         double kv_bytes = 2.0 * config_kv_layers(c) * c->n_kv_heads * c->head_dim * sizeof(float);
         for (int i = 0; i < n; i++) {
             SettingTimes t;
@@ -426,10 +432,7 @@ static int run(LabRun *r) {
     int n_settings = r->quick ? (int)(sizeof QUICK_SETTINGS / sizeof QUICK_SETTINGS[0])
                               : (int)(sizeof FULL_SETTINGS / sizeof FULL_SETTINGS[0]);
     int reps = r->quick ? 1 : 3;
-    int longest = 0; // its per-step latencies go to kv_cache_steps.csv
-    for (int i = 1; i < n_settings; i++)
-        if (settings[i].prompt_len + settings[i].gen_len > settings[longest].prompt_len + settings[longest].gen_len)
-            longest = i;
+    int longest = longest_setting(settings, n_settings); // its per-step latencies go to kv_cache_steps.csv
     Runner runner;
     runner_open(&runner, r->backend, &m, settings[longest].prompt_len + settings[longest].gen_len);
 

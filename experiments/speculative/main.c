@@ -174,17 +174,6 @@ static void check_fits(const char *path, const Config *c, const Sizes *sz) {
             sz->gen_len, c->seq_len);
 }
 
-// The file stem: "out/models/full/draft-s.gguf" -> "draft-s".
-static void file_stem(char *out, size_t size, const char *path) {
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    const char *dot = strrchr(base, '.');
-    size_t len = dot && dot != base ? (size_t)(dot - base) : strlen(base);
-    if (len == 0 || len >= size) die("speculative: --drafts: cannot name a draft after '%s'", path);
-    memcpy(out, base, len);
-    out[len] = '\0';
-}
-
 // --drafts A,B,C: the checkpoints in the order given, then the lookup draft.
 static void parse_drafts(SpecRun *lab, char *list) {
     for (char *p = list, *next; p; p = next) {
@@ -194,7 +183,8 @@ static void parse_drafts(SpecRun *lab, char *list) {
         if (lab->n_drafts == MAX_DRAFTS - 1) die("speculative: --drafts: at most %d drafts", MAX_DRAFTS - 1);
         Draft *d = &lab->drafts[lab->n_drafts++];
         d->path = p;
-        file_stem(d->name, sizeof d->name, p);
+        Error err;
+        if (path_stem(d->name, sizeof d->name, p, &err)) die("speculative: --drafts: %s", err.msg);
     }
     snprintf(lab->drafts[lab->n_drafts++].name, sizeof lab->drafts[0].name, "lookup");
     for (int i = 0; i < lab->n_drafts; i++)

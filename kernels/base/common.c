@@ -74,6 +74,15 @@ void fclose_check(FILE *f, const char *file, int line) {
     if (fclose(f) != 0) die("%s:%d: close failed: %s", file, line, strerror(errno));
 }
 
+int path_stem(char *out, size_t size, const char *path, Error *err) {
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path, *dot = strrchr(base, '.');
+    size_t len = dot && dot != base ? (size_t)(dot - base) : strlen(base);
+    if (len == 0 || len >= size) return error_set(err, "cannot name a file stem after '%s'", path);
+    memcpy(out, base, len);
+    out[len] = '\0';
+    return 0;
+}
+
 int file_read_all(const char *path, char **buf, size_t *len, Error *err) {
     *buf = NULL;
     *len = 0;

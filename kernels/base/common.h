@@ -44,6 +44,11 @@ int error_set(Error *err, const char *fmt, ...) __attribute__((format(printf, 2,
 // naming the path ("cannot open: ...", "not a regular file", "read failed") and *buf NULL.
 int file_read_all(const char *path, char **buf, size_t *len, Error *err);
 
+// A file's stem, its name less directories and extension: "out/models/full/draft-s.gguf" ->
+// "draft-s" (a leading dot stays: ".hidden" -> ".hidden"). 0, or -1 with err when it is empty or
+// does not fit in size bytes.
+int path_stem(char *out, size_t size, const char *path, Error *err);
+
 // Atomic output: write to "<path>.tmp.<pid>", then rename over <path> on commit, so an
 // interrupted run never leaves a half-written file. atomic_abort removes the temp file.
 typedef struct {
