@@ -86,9 +86,10 @@ void swiglu_backward(float *d_gate, float *d_up, const float *d_out, const float
                      size_t n);
 
 // Causal attention of query rows against their KV caches, GQA-aware: the CPU's ops->attention
-// (contract in ops.h). Each thread scores one (row, head) pair at a time into its own row of
-// scratch, which must hold attention_kv_scratch_bytes(max_keys) bytes.
-size_t attention_kv_scratch_bytes(int max_keys);
+// (contract in ops.h). Each thread scores one row and a block of the query heads that share a
+// KV head at a time into its own part of scratch, which must hold
+// attention_kv_scratch_bytes(s, max_keys) bytes.
+size_t attention_kv_scratch_bytes(const AttentionShape *s, int max_keys);
 void attention_kv(float *out, const float *q, const KVRows *kv, const AttentionShape *s, float *scratch,
                   size_t scratch_bytes);
 

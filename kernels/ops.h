@@ -190,13 +190,13 @@ typedef struct Ops {
     void (*kv_write)(const KVRows *kv, const float *k, const float *v, int kv_dim);
     // Causal attention of q (R, n_heads * head_dim) against the rows' caches (window and sinks
     // as in attention_visible, only visible keys visited: O(window) per row) into out
-    // (R, n_heads * value_dim). scratch: attention_scratch_bytes(max_keys) bytes with max_keys
+    // (R, n_heads * value_dim). scratch: attention_scratch_bytes(s, max_keys) bytes with max_keys
     // >= every row's count of visible keys (the CPU's per-thread score rows, sized for the
     // thread count at the time of that call); the op dies if scratch_bytes is too small for
     // this call.
     void (*attention)(float *out, const float *q, const KVRows *kv, const AttentionShape *s, void *scratch,
                       size_t scratch_bytes);
-    size_t (*attention_scratch_bytes)(int max_keys);
+    size_t (*attention_scratch_bytes)(const AttentionShape *s, int max_keys);
 } Ops;
 
 const Ops *ops_cpu(void);

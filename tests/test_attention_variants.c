@@ -2,7 +2,7 @@
 // (experiments/attention_variants/variants.c): the KV formula against hand counts (MHA, GQA,
 // MQA, MLA, CLA) and against the bytes the allocator hands out for every attention variant
 // of both zoos, the 1 GiB
-// budget fit, the real models' KV per token and 80 GB contexts (Llama-2-7B MHA, Llama-2-70B
+// budget fit, a hybrid's cache by layer kind (Gemma 3 270M's shape), the real models' KV per token and 80 GB contexts (Llama-2-7B MHA, Llama-2-70B
 // GQA-8, DeepSeek-V2 MLA 512 + 64: the lecture's 8x and 28x), and bin/train's records read or
 // rejected with the file and line named.
 //
@@ -72,6 +72,43 @@ static void test_formula_by_hand(void **state) {
     assert_near(kv.elements_per_cached_layer, 64, 0.0);
     assert_near(kv.elements_per_token_layer, 128.0 / 3, 1e-12);
     assert_near(kv.bytes_per_token, 512, 0.0);
+}
+
+// Gemma 3 270M's shape: 18 layers, 4 query heads, one KV head of 256, every sixth layer global,
+// the others a window of 512. At 8192 positions a global layer holds 8192 x 2 x 256 x 4 =
+// 16 MiB, a local one its ring of 512 (1 MiB) whatever the context; 3 x 16 + 15 x 1 MiB in all;
+// MHA in every layer: 2 x 4 x 256 x 18 layers x 8192 x 4 bytes. SmolLM2's GQA-3 has no windowed
+// layer. The names: mha, gqa-<n>, mqa, mla.
+static void test_layer_kinds_by_hand(void **state) {
+    (void)state;
+    Config g = shape(18, 4, 1, 256);
+    g.window = 512, g.global_every = 6, g.seq_len = 32768;
+    AvLayerKinds k = av_kv_layer_kinds(&g, 8192);
+    assert_int_equal(k.full_layers, 3);
+    assert_near(k.full_layer_bytes, 16 << 20, 0);
+    assert_near(k.windowed_layer_bytes, 1 << 20, 0);
+    assert_near(k.mha_bytes, 2.0 * 4 * 256 * 18 * 8192 * 4, 0);
+    assert_int_equal(av_kv_formula_bytes(&g, 8192), (size_t)(3 * 16 + 15) << 20);
+    k = av_kv_layer_kinds(&g, 256); // below the window the ring is larger than the context
+    assert_near(k.full_layer_bytes, 256 * 2 * 256 * 4, 0);
+    assert_near(k.windowed_layer_bytes, 1 << 20, 0);
+    g.global_windowed = 1; // the all-local ablation: no layer attends to the whole context
+    assert_int_equal(av_kv_layer_kinds(&g, 8192).full_layers, 0);
+    Config s = shape(30, 9, 3, 64);
+    k = av_kv_layer_kinds(&s, 1024);
+    assert_int_equal(k.full_layers, 30);
+    assert_near(k.full_layer_bytes, 1024 * 2 * 3 * 64 * 4, 0);
+    assert_near(k.windowed_layer_bytes, 0, 0);
+    assert_near(k.mha_bytes / av_kv_formula_bytes(&s, 1024), 3, 0);
+    char name[16];
+    static const struct {
+        int heads, kv_heads, lora;
+        const char *want;
+    } names[] = {{9, 9, 0, "mha"}, {9, 3, 0, "gqa-3"}, {4, 1, 0, "mqa"}, {16, 16, 512, "mla"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        av_attention_name(name, sizeof name, names[i].heads, names[i].kv_heads, names[i].lora);
+        assert_string_equal(name, names[i].want);
+    }
 }
 
 // Allocated bytes are the formula's plus the allocator's overhead: at most a chunk header and
@@ -233,6 +270,7 @@ static void test_read_record(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_formula_by_hand),
+        cmocka_unit_test(test_layer_kinds_by_hand),
         cmocka_unit_test(test_formula_matches_allocator),
         cmocka_unit_test(test_budget_fit),
         cmocka_unit_test(test_presets),

@@ -189,6 +189,10 @@ static const struct {
                                        "rope_head_dim,kv_elements_per_token_layer,mha_elements_per_token_layer,"
                                        "kv_reduction_vs_mha,kv_bytes_per_token_fp16,context_fit_80gb,"
                                        "context_fit_80gb_beside_weights", 8},
+    // SmolLM2 and Gemma 3 (--real-model) at contexts 256, 1K, 4K and 8K
+    {"attention_variants_real.csv", "model,attention,n_layers,n_heads,n_kv_heads,head_dim,window,full_attention_layers,"
+                                    "context_len,element_bytes,formula_bytes,allocated_bytes,full_layer_bytes,"
+                                    "windowed_layer_bytes,kv_bytes_per_token,mha_bytes,kv_reduction_vs_mha", 2 * 4},
     // long_context, quick: 13 methods; contexts 64 .. 16 x 128 (6); needles for all 13 (--all-needles) at 128 ..
     // 512 (3) x 5 depths; a stream of 2048 tokens in windows of 256 for 5 methods; cost of 4 methods
     {"long_context_ppl.csv", "method,context_len,window,n_sink,rope_scaling,rope_factor,context_mult,n_tokens,"
@@ -203,6 +207,14 @@ static const struct {
     {"long_context_cost.csv", "method,context_len,context_mult,window,n_sink,cache,prefill_ms_median,prefill_ms_p10,"
                               "prefill_ms_p90,decode_ms_median,decode_ms_p10,decode_ms_p90,reps,decode_steps,kv_rows,"
                               "kv_bytes,kv_bytes_allocated", 4 * 6},
+    // --real-model (Gemma 3 270M), quick: hybrid / all local / all global; contexts 64 .. 256 (3); needles at 128
+    // and 256 x 3 depths
+    {"long_context_real_ppl.csv", "model,config,context_len,window,full_attention_layers,n_tokens,nats_per_token,ppl,"
+                                  "bits_per_byte,tail_ppl", 3 * 3},
+    {"long_context_real_cost.csv", "model,config,context_len,cache,window,full_attention_layers,kv_bytes,"
+                                   "kv_bytes_allocated,decode_ms_median,decode_ms_p10,decode_ms_p90,decode_steps", 3},
+    {"long_context_real_needle.csv", "model,config,context_len,depth_percent,n_keys,exact_match,token_accuracy",
+     3 * 2 * 3},
     {"attention_kernels.csv", "backend,seq_len,causal,impl,batch,heads,head_dim,threads,reps,time_ms_median,"
                               "time_ms_p10,time_ms_p90,gflop_s,work_bytes,io_bytes,max_abs_err,dtype,peak_bytes,"
                               "max_rel_err,rows_checked", 8},
@@ -516,6 +528,9 @@ static const struct {
     {"attention_variants_memory.csv", "backend,variant,attention,context_len,element_bytes,formula_bytes"},
     {"attention_variants_budget.csv", "*"},
     {"attention_variants_presets.csv", "*"},
+    {"attention_variants_real.csv", "model,attention,n_layers,n_heads,n_kv_heads,head_dim,window,full_attention_layers,"
+                                    "context_len,element_bytes,formula_bytes,full_layer_bytes,windowed_layer_bytes,"
+                                    "kv_bytes_per_token,mha_bytes,kv_reduction_vs_mha"},
     {"attention_kernels.csv",
      "backend,seq_len,causal,impl,batch,heads,head_dim,threads,work_bytes,io_bytes,max_abs_err,dtype,peak_bytes,"
      "max_rel_err,rows_checked"},
@@ -532,6 +547,10 @@ static const struct {
     {"long_context_retrieval.csv", "*"},
     {"long_context_summary.csv", "*"},
     {"long_context_cost.csv", "method,context_len,context_mult,window,n_sink,cache,reps,decode_steps,kv_rows,kv_bytes"},
+    {"long_context_real_ppl.csv", "*"},
+    {"long_context_real_cost.csv", "model,config,context_len,cache,window,full_attention_layers,kv_bytes,"
+                                   "kv_bytes_allocated,decode_steps"},
+    {"long_context_real_needle.csv", "*"},
     // serving: the measured runs' clock is the wall clock; the simulated ones' a formula
     {"serving_batch.csv", "max_batch,n_requests"},
     {"serving_prefix.csv", "prefix_len,prefix_cache,saving_frac_estimate"},

@@ -404,6 +404,7 @@ static void assert_config_equal(const Config *a, const Config *b) {
     assert_int_equal(a->kv_share, b->kv_share);
     assert_int_equal(a->global_every, b->global_every);
     assert_true(a->rope_theta_global == b->rope_theta_global);
+    assert_int_equal(a->global_windowed, b->global_windowed);
 }
 
 static void assert_tokenizer_equal(const Tokenizer *a, const Tokenizer *b) {
@@ -500,6 +501,7 @@ static void test_model_gguf_round_trip_f32(void **state) {
         if (variant == 3) { // local / global layers: the third global, at its own RoPE base
             c.global_every = 3;
             c.rope_theta_global = 1e6f;
+            c.global_windowed = 1; // the "all local" ablation's flag survives the file too
         }
         c.vocab_size = tok.vocab_size;
         Model m, back;

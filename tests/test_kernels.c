@@ -223,7 +223,7 @@ static void check_attention(int n_heads, int n_kv, int n_q, int pos0, int window
         values[r] = v;
     }
     KVRows kv = {n_q, pos, keys, values, .layouts = NULL};
-    size_t scratch_bytes = attention_kv_scratch_bytes(n_keys);
+    size_t scratch_bytes = attention_kv_scratch_bytes(&s, n_keys);
     float *scratch = mallocCheck(scratch_bytes);
     attention_kv(got, q, &kv, &s, scratch, scratch_bytes);
     ref_attention_kv(want, q, k, v, n_q, pos0, &s);
@@ -247,7 +247,7 @@ static void test_attention_kv_rows_of_many_sequences(void **state) {
         v[b] = random_buffer((size_t)CAP * KV * HD, &rng);
     }
     KVRows kv = {B, pos, k, v, .layouts = NULL};
-    size_t bytes = attention_kv_scratch_bytes(CAP);
+    size_t bytes = attention_kv_scratch_bytes(&s, CAP);
     float *scratch = mallocCheck(bytes);
     attention_kv(got, q, &kv, &s, scratch, bytes);
     for (int b = 0; b < B; b++) {
@@ -276,7 +276,7 @@ static void check_attention_values(int n_heads, int n_kv, int hd, int vd, int la
     void *keys[9], *values[9];
     for (int r = 0; r < n_q; r++) pos[r] = pos0 + r, keys[r] = k, values[r] = v;
     KVRows kv = {n_q, pos, keys, values, .layouts = NULL};
-    size_t scratch_bytes = attention_kv_scratch_bytes(n_keys);
+    size_t scratch_bytes = attention_kv_scratch_bytes(&s, n_keys);
     float *scratch = mallocCheck(scratch_bytes);
     attention_kv(got, q, &kv, &s, scratch, scratch_bytes);
     ref_attention_kv(want, q, k, v, n_q, pos0, &s);
@@ -301,6 +301,50 @@ static void test_attention_kv(void **state) {
     check_attention(6, 3, 40, 10, 8, 0); // sliding window
     check_attention(6, 2, 40, 10, 8, 3); // window with sinks
     check_attention(4, 2, 1, 200, 16, 4); // a decode step far beyond the window
+}
+
+// attention_kv attends the query heads that share a KV head in blocks, reading each key once
+// for the block: every head's output must be the bits of that head attended alone, which MHA
+// over the KV heads copied once per query head gives. Head dims where the blocked paths run
+// (64: whole vectors of four, 80: a short last block), more than 16 keys, one row (the block
+// split for the threads) and many, full attention and a window with sinks.
+static void check_grouped_heads(int n_heads, int n_kv, int hd, int n_q, int pos0, int window, int n_sink) {
+    uint64_t rng = rng_seed(n_heads * 1000 + n_kv * 100 + hd + n_q);
+    int n_keys = pos0 + n_q, group = n_heads / n_kv;
+    AttentionShape gqa = {n_heads, n_kv, hd, window, n_sink, 0.125f, .value_dim = hd};
+    AttentionShape mha = {n_heads, n_heads, hd, window, n_sink, 0.125f, .value_dim = hd};
+    float *q = random_buffer((size_t)n_q * n_heads * hd, &rng);
+    float *k = random_buffer((size_t)n_keys * n_kv * hd, &rng), *v = random_buffer((size_t)n_keys * n_kv * hd, &rng);
+    float *k_mha = mallocCheck((size_t)n_keys * n_heads * hd * sizeof(float));
+    float *v_mha = mallocCheck((size_t)n_keys * n_heads * hd * sizeof(float));
+    for (int j = 0; j < n_keys; j++)
+        for (int h = 0; h < n_heads; h++) {
+            memcpy(k_mha + ((size_t)j * n_heads + h) * hd, k + ((size_t)j * n_kv + h / group) * hd, hd * sizeof(float));
+            memcpy(v_mha + ((size_t)j * n_heads + h) * hd, v + ((size_t)j * n_kv + h / group) * hd, hd * sizeof(float));
+        }
+    size_t n_out = (size_t)n_q * n_heads * hd;
+    float *got = mallocCheck(n_out * sizeof(float)), *want = mallocCheck(n_out * sizeof(float));
+    int pos[64];
+    void *keys[64], *values[64], *keys_mha[64], *values_mha[64];
+    assert_true(n_q <= 64);
+    for (int r = 0; r < n_q; r++) pos[r] = pos0 + r, keys[r] = k, values[r] = v, keys_mha[r] = k_mha, values_mha[r] = v_mha;
+    KVRows kv = {n_q, pos, keys, values, .layouts = NULL}, kv_mha = {n_q, pos, keys_mha, values_mha, .layouts = NULL};
+    size_t bytes = attention_kv_scratch_bytes(&gqa, n_keys), bytes_mha = attention_kv_scratch_bytes(&mha, n_keys);
+    float *scratch = mallocCheck(bytes), *scratch_mha = mallocCheck(bytes_mha);
+    attention_kv(got, q, &kv, &gqa, scratch, bytes);
+    attention_kv(want, q, &kv_mha, &mha, scratch_mha, bytes_mha);
+    assert_memory_equal(got, want, n_out * sizeof(float));
+    free(q); free(k); free(v); free(k_mha); free(v_mha); free(got); free(want); free(scratch); free(scratch_mha);
+}
+
+static void test_attention_kv_grouped_heads_are_single_heads(void **state) {
+    (void)state;
+    check_grouped_heads(4, 1, 64, 1, 300, 0, 0);    // MQA decode step (Gemma 3's 4 heads on one KV head)
+    check_grouped_heads(4, 1, 64, 40, 260, 0, 0);   // MQA prefill rows
+    check_grouped_heads(9, 3, 64, 1, 200, 0, 0);    // GQA-3 decode (SmolLM2's 9 heads on 3)
+    check_grouped_heads(9, 3, 80, 24, 100, 0, 0);   // ... prefill, head dims past whole vectors of four
+    check_grouped_heads(8, 1, 64, 17, 150, 48, 4);  // 8 heads on one: two blocks of 4; a window with sinks
+    check_grouped_heads(6, 2, 16, 33, 40, 0, 0);    // small heads (the scalar and short paths)
 }
 
 // ---- the trainer's kernels (kernels/cpu/backward.c) ----
@@ -625,6 +669,7 @@ int main(void) {
         cmocka_unit_test(test_geglu_tanh),  cmocka_unit_test(test_attention_kv),
         cmocka_unit_test(test_attention_kv_rows_of_many_sequences), cmocka_unit_test(test_rope_partial),
         cmocka_unit_test(test_attention_kv_value_dims),
+        cmocka_unit_test(test_attention_kv_grouped_heads_are_single_heads),
         cmocka_unit_test(test_matmul_backward), cmocka_unit_test(test_rmsnorm_backward), cmocka_unit_test(test_rope_rows),
         cmocka_unit_test(test_attention_train), cmocka_unit_test(test_crossentropy), cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_sum_squares_add), cmocka_unit_test(test_train_kernels_thread_independent),

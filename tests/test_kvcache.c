@@ -106,7 +106,8 @@ static void test_ring_equals_contiguous_window_mask(void **state) {
 // and 2 sinks) through its own cache (session_open: rings for the local layers, contiguous
 // global layers) gives the logits of the same model through an all-contiguous cache, bit for
 // bit, over a stream that wraps the rings many times, decoding and in prefill chunks of 4; the
-// cache holds the global layers' positions and only the rings of the local ones.
+// cache holds the global layers' positions and only the rings of the local ones. Its "all
+// local" ablation (Config.global_windowed) streams through rings alone, bit for bit.
 static void test_hybrid_cache_equals_contiguous(void **state) {
     (void)state;
     enum { T = 70, WINDOW = 6, SINKS = 2 };
@@ -144,6 +145,16 @@ static void test_hybrid_cache_equals_contiguous(void **state) {
     random_model(&ml, &local, 44, 0.3f);
     float *windowed = stream_logits(&ml, tokens, T, 13, 0);
     assert_true(max_rel_error(windowed + (size_t)(T - 1) * V, want + (size_t)(T - 1) * V, V) > 1e-3);
+    // the "all local" ablation (global layers windowed, at their own RoPE base) runs through one
+    // ring for every layer and gives its contiguous cache's logits bit for bit
+    m.config.global_windowed = 1;
+    float *all_local = stream_logits(&m, tokens, T, 13, 0);
+    for (int chunk = 1; chunk <= MAX_ROWS; chunk += MAX_ROWS - 1) {
+        float *ring = stream_logits(&m, tokens, T, 13, chunk);
+        assert_memory_equal(ring, all_local, (size_t)T * V * sizeof(float));
+        free(ring);
+    }
+    free(all_local);
     session_close(&hybrid);
     session_close(&flat);
     engine_close(&e);
@@ -312,7 +323,7 @@ static void test_cache_positions_kernel_matches_reference(void **state) {
             AttentionShape s = {1, 1, HD, windows[t], sinks[t], 0.25f, .value_dim = HD, .cache_positions = 1, .inv_freq = inv_freq};
             void *keys[1] = {k}, *values[1] = {v};
             KVRows kv = {1, &p, keys, values, .layouts = NULL};
-            size_t scratch_bytes = attention_kv_scratch_bytes(N);
+            size_t scratch_bytes = attention_kv_scratch_bytes(&s, N);
             float *scratch = mallocCheck(scratch_bytes);
             attention_kv(got, q, &kv, &s, scratch, scratch_bytes);
             free(scratch);

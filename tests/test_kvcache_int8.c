@@ -67,7 +67,7 @@ static void check_int8_attention(int n_heads, int n_kv, int hd, int n_q, int pos
     float *got = mallocCheck(n_out * sizeof(float)), *want = mallocCheck(n_out * sizeof(float));
     float *fp32 = mallocCheck(n_out * sizeof(float));
     KVRows kv = {n_q, pos + pos0, keys, values, NULL, DTYPE_I8, n_kv, kss, vss};
-    size_t scratch_bytes = attention_kv_scratch_bytes(n_keys);
+    size_t scratch_bytes = attention_kv_scratch_bytes(&s, n_keys);
     float *scratch = mallocCheck(scratch_bytes);
     attention_kv(got, q, &kv, &s, scratch, scratch_bytes);
     ref_attention_kv(want, q, kd, vd, n_q, pos0, &s);

@@ -648,8 +648,53 @@ static void test_config_validate(void **state) {
     c.rope_theta_global = 0.5f;
     assert_false(config_validate(&c, why, sizeof why));
     c.rope_theta_global = 0.0f;
+    c.global_windowed = 1; // the "all local" ablation of a hybrid with a window
+    assert_true(config_validate(&c, why, sizeof why));
+    c.global_windowed = 2;
+    assert_false(config_validate(&c, why, sizeof why));
+    c.global_windowed = 1;
+    c.window = 0; // no window to attend through
+    assert_false(config_validate(&c, why, sizeof why));
+    c.window = 8;
+    c.global_every = 0; // no global layers to ablate
+    assert_false(config_validate(&c, why, sizeof why));
+    c.global_every = 2;
+    c.global_windowed = 0;
     c.cache_positions = 1; // StreamingLLM's rule is for windowed models
     assert_false(config_validate(&c, why, sizeof why));
+}
+
+// long_context's "all local" ablation of a hybrid (Config.global_windowed): the global layers
+// attend through the window but keep their RoPE base. At one base for every layer it is the
+// plain windowed model bit for bit; at Gemma's two bases it is not (the base was kept); and
+// past the window it differs from the hybrid as built (the global layers saw further).
+static void test_all_local_ablation(void **state) {
+    (void)state;
+    Config windowed = small_config(4, 2, 4, 1);
+    windowed.n_layers = 2;
+    Config one_base = hybrid_config(windowed, 2, 2, 0.0f), two_bases = hybrid_config(windowed, 2, 2, 1e6f);
+    one_base.global_windowed = two_bases.global_windowed = 1;
+    Config as_built = hybrid_config(windowed, 2, 2, 1e6f);
+    Config configs[] = {windowed, one_base, two_bases, as_built};
+    enum { N = sizeof configs / sizeof configs[0], T = 25, V = 67 };
+    int tokens[T];
+    random_tokens(tokens, T, V, 12);
+    float logits[N][T * V];
+    for (int i = 0; i < N; i++) {
+        Model m;
+        random_model(&m, &configs[i], 23, 0.3f); // the same weights in every config
+        model_forward_full(&m, tokens, T, logits[i], 1);
+        model_free(&m);
+    }
+    assert_memory_equal(logits[1], logits[0], sizeof logits[0]);
+    assert_true(max_rel_error(logits[2], logits[1], (size_t)T * V) > 1e-3);
+    assert_true(max_rel_error(logits[3], logits[2], (size_t)T * V) > 1e-3);
+    // layers that see the whole context: none windowed, one global of two, none all local
+    Config full = windowed;
+    full.window = 0;
+    assert_int_equal(config_full_attention_layers(&full), 2);
+    assert_int_equal(config_full_attention_layers(&as_built), 1);
+    assert_int_equal(config_full_attention_layers(&one_base), 0);
 }
 
 static void test_forward_flops(void **state) {
@@ -754,6 +799,7 @@ int main(void) {
         cmocka_unit_test(test_mla_absorbed_equals_naive),
         cmocka_unit_test(test_cla_factor_one_equals_plain),
         cmocka_unit_test(test_wide_window_equals_full_attention),
+        cmocka_unit_test(test_all_local_ablation),
         cmocka_unit_test(test_rope_scalings),
         cmocka_unit_test(test_kv_cache_bytes),
         cmocka_unit_test(test_config_validate),

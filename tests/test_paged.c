@@ -81,7 +81,7 @@ static void check_paged_attention(AttentionShape s, int S1, int S2, int nq1, int
         contiguous[r] = (KVLayout){0};
         layouts[r] = paged[q];
     }
-    size_t scratch_bytes = attention_kv_scratch_bytes(S1 > S2 ? S1 : S2);
+    size_t scratch_bytes = attention_kv_scratch_bytes(&s, S1 > S2 ? S1 : S2);
     float *scratch = mallocCheck(scratch_bytes), *want = mallocCheck((size_t)R * qd * sizeof(float)),
           *got = mallocCheck((size_t)R * qd * sizeof(float));
     KVRows flat = {R, pos, keys, values, .layouts = contiguous}, rows = {R, pos, pool_keys, pool_values, .layouts = layouts};

@@ -3,6 +3,7 @@
 // cache, buys in speed and loses in quality.
 //
 //   bin/attention_variants [--models out/models/<profile>] [--presets templates/model_presets.csv]
+//                          [--real-model out/models/real/gemma-3-270m-q4_k_m.gguf[,FILE]]
 //                          [--out out/<hw>] [--profile quick|full] [--threads N]
 //
 // The variants are the zoo's models of role "attention" (zoo.h), in the zoo's order, trained
@@ -22,7 +23,10 @@
 //   - computes how many sequences of 256 .. 32K tokens fit a 1 GiB KV budget (the formula).
 // For the real models of the presets table it computes the KV elements and fp16 bytes per
 // token, the reduction against the same model with full MHA, and the context whose cache
-// alone fits in 80 GB (and what is left beside fp16 weights).
+// alone fits in 80 GB (and what is left beside fp16 weights). For the published models of
+// --real-model (GGUF files the engine runs: SmolLM2's GQA, Gemma 3's MQA with windowed layers) it
+// computes the engine's fp32 cache at contexts 256 .. 8K by the formula and measures the
+// allocator's, per layer kind, against the same shape with MHA in every layer: no timing.
 //
 // Writes under --out:
 //   attention_variants_memory.csv  backend, variant, context_len -> formula and allocated bytes
@@ -30,6 +34,8 @@
 //                                  p10, p90), tokens/s, the sample counts
 //   attention_variants_budget.csv  variant, context_len -> sequences that fit the 1 GiB budget
 //   attention_variants_presets.csv model -> KV per token (fp16), reduction vs MHA, 80 GB context
+//   attention_variants_real.csv    model, context_len -> KV bytes (formula, allocated, per layer
+//                                  kind), the same shape with MHA, the reduction (with --real-model)
 //   attention_variants.csv         variant -> params, KV per token (formula and measured), bits
 //                                  per byte, passkey accuracy, their cost against MHA, decode
 //                                  tokens/s at each context (written last)
@@ -205,19 +211,70 @@ static void write_presets(const ModelShape *ms, int n, CsvWriter *w) {
     }
 }
 
+// ---- the published models (--real-model) ---------------------------------------------------
+
+#define MAX_REAL_MODELS 4
+// Their caches at these contexts (those within a model's own context): inside Gemma 3's window
+// of 512, past it, and SmolLM2's whole 8K.
+static const int REAL_CONTEXTS[] = {256, 1024, 4096, 8192};
+
+typedef struct {
+    char name[128]; // the file name less its extension, as real_models.csv names models
+    Config config;
+} RealShape;
+
+// The --real-model files' shapes (their weights are loaded to check the file, then freed),
+// read before anything is measured. Returns how many.
+static int load_real_shapes(const char *list_arg, RealShape *out) {
+    char *list = strdup(list_arg), *paths[MAX_REAL_MODELS];
+    Error err;
+    int n = split_list(list, paths, MAX_REAL_MODELS, &err);
+    if (n < 0) die("attention_variants: --real-model: %s", err.msg);
+    for (int i = 0; i < n; i++) {
+        Model m;
+        if (checkpoint_load(paths[i], NULL, &m, NULL, &err) != 0) die("attention_variants: --real-model: %s", err.msg);
+        if (path_stem(out[i].name, sizeof out[i].name, paths[i], &err))
+            die("attention_variants: --real-model: %s", err.msg);
+        out[i].config = m.config;
+        model_free(&m);
+    }
+    free(list);
+    return n;
+}
+
+// One row per context (those within the model's own): the cache by the formula and as
+// allocated, one layer of each kind, and the same shape with MHA in every layer.
+static void write_real(const RealShape *rs, const Ops *ops, CsvWriter *w) {
+    const Config *c = &rs->config;
+    char attention[16];
+    av_attention_name(attention, sizeof attention, c->n_heads, c->n_kv_heads, c->kv_lora_rank);
+    for (size_t i = 0; i < sizeof REAL_CONTEXTS / sizeof REAL_CONTEXTS[0]; i++) {
+        int S = REAL_CONTEXTS[i];
+        if (S > c->seq_len) continue;
+        size_t formula = av_kv_formula_bytes(c, S);
+        AvLayerKinds k = av_kv_layer_kinds(c, S);
+        csv_row(w, "%s,%s,%d,%d,%d,%d,%d,%d,%d,%d,%zu,%zu,%.0f,%.0f,%.6g,%.0f,%.6g", rs->name, attention, c->n_layers,
+                c->n_heads, c->n_kv_heads, c->head_dim, c->window, k.full_layers, S, AV_ELEMENT_BYTES, formula,
+                av_kv_allocated_bytes(ops, c, S), k.full_layer_bytes, k.windowed_layer_bytes, (double)formula / S,
+                k.mha_bytes, k.mha_bytes / (double)formula);
+    }
+}
+
 // ---- the program --------------------------------------------------------------------------------
 
-static const char *models_dir, *presets_path;
+static const char *models_dir, *presets_path, *real_models;
 
 static const LabOption OPTIONS[] = {
     {.name = "models", .kind = LAB_TEXT, .value = &models_dir, .arg = "DIR",
      .help = "models directory of the profile's zoo, trained by bin/train\n(default out/models/<profile>)"},
     {.name = "presets", .kind = LAB_TEXT, .value = &presets_path, .arg = "CSV",
      .help = "real models' shapes", .def = "templates/model_presets.csv"},
+    {.name = "real-model", .kind = LAB_TEXT, .value = &real_models, .arg = "FILE[,FILE]",
+     .help = "published models (GGUF, comma-separated) whose KV cache is measured beside the zoo's"},
     {0},
 };
 
-enum { TABLE_MEMORY, TABLE_SPEED, TABLE_BUDGET, TABLE_PRESETS, TABLE_VARIANTS };
+enum { TABLE_MEMORY, TABLE_SPEED, TABLE_BUDGET, TABLE_PRESETS, TABLE_VARIANTS, TABLE_REAL };
 static const LabTable TABLES[] = {
     {"attention_variants_memory", "backend,variant,attention,context_len,element_bytes,formula_bytes,allocated_bytes",
      "KV cache bytes by the formula and as allocated, per variant and context", LAB_CPU},
@@ -240,6 +297,11 @@ static const LabTable TABLES[] = {
      "val_bits_per_byte,bpb_cost_vs_mha,passkey_accuracy,passkey_cost_vs_mha,kv_budget_bytes,kv_budget_tokens,"
      "decode_tok_s_ctx256,decode_tok_s_ctx1024,decode_tok_s_ctx4096",
      "variant -> params, KV per token, quality and its cost against MHA, decode tokens/s", LAB_CPU},
+    {"attention_variants_real",
+     "model,attention,n_layers,n_heads,n_kv_heads,head_dim,window,full_attention_layers,context_len,element_bytes,"
+     "formula_bytes,allocated_bytes,full_layer_bytes,windowed_layer_bytes,kv_bytes_per_token,mha_bytes,"
+     "kv_reduction_vs_mha",
+     "the --real-model files: KV cache bytes per context, per layer kind and against MHA", LAB_CPU},
     {0},
 };
 
@@ -266,6 +328,8 @@ static int run(LabRun *r) {
         if (!mha && strcmp(vs[i].zoo->attention, "mha") == 0) mha = &vs[i];
     }
     if (!mha) die("the %s zoo has no MHA attention variant to compare the others with", zoo.profile);
+    RealShape real[MAX_REAL_MODELS];
+    int n_real = real_models ? load_real_shapes(real_models, real) : 0;
 
     const Ops *ops = backend_open(BACKEND_CPU);
     Outputs out = {lab_csv(r, TABLE_MEMORY), lab_csv(r, TABLE_SPEED), lab_csv(r, TABLE_BUDGET)};
@@ -278,6 +342,11 @@ static int run(LabRun *r) {
     CsvWriter presets_w = lab_csv(r, TABLE_PRESETS), variants_w = lab_csv(r, TABLE_VARIANTS);
     write_presets(presets, n_presets, &presets_w);
     write_variants(vs, n, mha, &variants_w);
+    if (n_real) {
+        CsvWriter real_w = lab_csv(r, TABLE_REAL);
+        for (int i = 0; i < n_real; i++) write_real(&real[i], ops, &real_w);
+        csv_close(&real_w);
+    }
     csv_close(&out.memory);
     csv_close(&out.speed);
     csv_close(&out.budget);
@@ -285,6 +354,7 @@ static int run(LabRun *r) {
     csv_close(&variants_w);
 
     lab_meta(r, "attention_variants_models", "%s", dir);
+    lab_meta(r, "attention_variants_real_models", "%s", n_real ? real_models : "none");
     lab_meta(r, "attention_variants_timing", "1 warm-up + %d reps of prefill + %d decode steps", sw.reps,
              sw.decode_steps);
     for (int i = 0; i < n; i++) {

@@ -31,6 +31,18 @@ size_t av_kv_formula_bytes(const Config *c, int capacity) {
     return bytes;
 }
 
+AvLayerKinds av_kv_layer_kinds(const Config *c, int capacity) {
+    AvLayerKinds k = {0};
+    double row_bytes = (double)config_kv_row(c) * AV_ELEMENT_BYTES; // one position of one KV layer
+    k.full_layers = config_full_attention_layers(c);
+    k.full_layer_bytes = capacity * row_bytes;
+    for (int g = 0; g < config_kv_layers(c) && k.windowed_layer_bytes == 0.0; g++)
+        if (config_has_local_layers(c) && !config_layer_attention(c, g).global)
+            k.windowed_layer_bytes = (double)model_kv_cache_rows(c, g, capacity, 1) * row_bytes;
+    k.mha_bytes = 2.0 * c->n_heads * c->head_dim * c->n_layers * (double)capacity * AV_ELEMENT_BYTES;
+    return k;
+}
+
 size_t av_kv_allocated_bytes(const Ops *ops, const Config *c, int capacity) {
     size_t before = ops->allocated_bytes();
     KVCache cache;
@@ -55,12 +67,16 @@ long av_budget_batch(double budget_bytes, double bytes_per_token, int context) {
     return fit_count(budget_bytes, bytes_per_token * context);
 }
 
+void av_attention_name(char *out, size_t size, int n_heads, int n_kv_heads, int kv_lora_rank) {
+    if (kv_lora_rank > 0) snprintf(out, size, "mla");
+    else if (n_kv_heads == n_heads) snprintf(out, size, "mha");
+    else if (n_kv_heads == 1) snprintf(out, size, "mqa");
+    else snprintf(out, size, "gqa-%d", n_kv_heads);
+}
+
 AvPresetKv av_preset_kv(const ModelShape *m, double memory_bytes) {
     AvPresetKv p;
-    if (m->kv_lora_rank > 0) snprintf(p.attention, sizeof p.attention, "mla");
-    else if (m->n_kv_heads == m->n_heads) snprintf(p.attention, sizeof p.attention, "mha");
-    else if (m->n_kv_heads == 1) snprintf(p.attention, sizeof p.attention, "mqa");
-    else snprintf(p.attention, sizeof p.attention, "gqa-%d", m->n_kv_heads);
+    av_attention_name(p.attention, sizeof p.attention, m->n_heads, m->n_kv_heads, m->kv_lora_rank);
     Precision half = {NUM_BF16, NUM_BF16}; // 2-byte weights and cache: bf16 or fp16 alike
     p.bytes_per_token = budget_kv_bytes_per_token(m, half.act);
     p.elements_per_token_layer = p.bytes_per_token / (num_format_bytes(half.act) * m->n_layers);

@@ -38,6 +38,17 @@ typedef struct {
 AvKv av_kv(const Config *c);
 // Bytes a cache of `capacity` positions takes by the formula: capacity * bytes_per_token.
 size_t av_kv_formula_bytes(const Config *c, int capacity);
+// A cache of `capacity` positions by layer kind, for a published model's table: a
+// full-attention layer holds every position; a windowed layer of a hybrid cache (Gemma 3's
+// local layers) its ring, whatever the capacity (model_kv_cache_rows, one-token forwards).
+typedef struct {
+    int full_layers;             // layers that attend to the whole context (config_full_attention_layers)
+    double full_layer_bytes;     // one full-attention KV layer: capacity positions
+    double windowed_layer_bytes; // one windowed KV layer of a hybrid cache; 0 without one
+    double mha_bytes;            // the same shape with MHA in every layer, all of them full: the
+                                 // baseline the model's attention saves against
+} AvLayerKinds;
+AvLayerKinds av_kv_layer_kinds(const Config *c, int capacity);
 // Bytes the backend's allocator hands out for the cache a session of this model allocates
 // (model_kv_cache_alloc) with `capacity` positions: ops->allocated_bytes across the allocation.
 // The formula's bytes plus the allocator's own overhead (chunk headers, page rounding).
@@ -63,6 +74,8 @@ typedef struct {
 } AvPresetKv;
 
 AvPresetKv av_preset_kv(const ModelShape *m, double memory_bytes);
+// The attention column of a shape: "mla" (kv_lora_rank > 0), "mha", "mqa" or "gqa-<n_kv_heads>".
+void av_attention_name(char *out, size_t size, int n_heads, int n_kv_heads, int kv_lora_rank);
 
 // The zoo's record of a trained model: bin/train's <name>.summary.csv in the models directory.
 typedef struct {

@@ -52,6 +52,8 @@ int config_validate(const Config *c, char *why, size_t why_len) {
     else if (!bad && (c->global_every < 0 || c->global_every > c->n_layers)) bad = "global_every is not in 0 .. n_layers";
     else if (!bad && !(c->rope_theta_global == 0.0f || c->rope_theta_global > 1.0f))
         bad = "the global layers' rope theta is not > 1 (or 0: the local one)";
+    else if (!bad && c->global_windowed && !(c->global_windowed == 1 && c->global_every && c->window))
+        bad = "global_windowed is 1 only in a hybrid with a window (global_every and window set)";
     else if (!bad && c->global_every && c->cache_positions)
         bad = "StreamingLLM's position rule is for windowed models, not local/global hybrids";
     else if (!bad && ((int)c->arch < 0 || c->arch >= ARCH_COUNT)) bad = "unknown architecture";
@@ -139,9 +141,16 @@ void model_free(Model *m) {
 
 int config_has_local_layers(const Config *c) { return c->global_every > 1 && c->window > 0; }
 
+int config_full_attention_layers(const Config *c) {
+    int n = 0;
+    for (int l = 0; l < c->n_layers; l++) n += config_layer_attention(c, l).window == 0;
+    return n;
+}
+
 LayerAttention config_layer_attention(const Config *c, int l) {
     int global = c->global_every > 0 && l % c->global_every == c->global_every - 1;
-    return global ? (LayerAttention){1, 0, 0} : (LayerAttention){0, c->window, c->n_sink};
+    if (global && !c->global_windowed) return (LayerAttention){1, 0, 0};
+    return (LayerAttention){global, c->window, c->n_sink};
 }
 
 // Keys visible to a query at position p on layer l, summed over the layers (see
@@ -418,6 +427,37 @@ static size_t matmul_scratch(const Engine *e, int R, int cols) {
     return bytes;
 }
 
+// The attention paths of a layer: MHA / GQA / MQA, and MLA absorbed (queries against the
+// latent rows: one KV head whose key is [c_kv; k_R] and whose value is its c_kv) or naive
+// (every head's keys [k_C; k_R] and values decompressed from them).
+typedef enum { PATH_HEADS, PATH_MLA_ABSORBED, PATH_MLA_NAIVE } AttentionPath;
+
+// A layer's attention shape on a path: its window and sinks from attn, and the RoPE tables a
+// sink's query is rotated back with (StreamingLLM's rule) from inv_freq.
+static AttentionShape attention_shape(const Config *c, AttentionPath path, LayerAttention attn, const float *inv_freq) {
+    int hd = c->head_dim, lat = c->kv_lora_rank + c->rope_dim, qk = hd + c->rope_dim;
+    AttentionShape s = {c->n_heads, c->n_kv_heads, hd, attn.window, attn.n_sink, 1.0f / sqrtf((float)hd),
+                        .value_dim = hd, .cache_positions = c->cache_positions, .inv_freq = inv_freq};
+    if (path == PATH_MLA_ABSORBED)
+        s = (AttentionShape){c->n_heads, 1, lat, attn.window, attn.n_sink, 1.0f / sqrtf((float)qk),
+                             .value_dim = c->kv_lora_rank, .value_stride = lat};
+    if (path == PATH_MLA_NAIVE)
+        s = (AttentionShape){c->n_heads, c->n_heads, qk, attn.window, attn.n_sink, 1.0f / sqrtf((float)qk),
+                             .value_dim = hd};
+    return s;
+}
+
+// Attention scratch for every path the config's layers may take (an MLA engine switches
+// between absorbed and naive: Engine.mla_naive).
+static size_t attention_scratch(const Ops *ops, const Config *c, int max_keys) {
+    LayerAttention full = {0};
+    AttentionShape heads = attention_shape(c, PATH_HEADS, full, NULL);
+    if (!c->kv_lora_rank) return ops->attention_scratch_bytes(&heads, max_keys);
+    AttentionShape absorbed = attention_shape(c, PATH_MLA_ABSORBED, full, NULL);
+    AttentionShape naive = attention_shape(c, PATH_MLA_NAIVE, full, NULL);
+    return max2(ops->attention_scratch_bytes(&absorbed, max_keys), ops->attention_scratch_bytes(&naive, max_keys));
+}
+
 static void runstate_alloc(RunState *s, const Engine *e, const Config *c, int max_rows, int max_keys) {
     const Ops *ops = e->ops;
     size_t R = max_rows, C = c->dim, H = c->hidden_dim, Lkv = config_kv_layers(c), V = c->vocab_size;
@@ -442,7 +482,7 @@ static void runstate_alloc(RunState *s, const Engine *e, const Config *c, int ma
     s->hb2 = ops->alloc(R * H * sizeof(float));
     s->logits = ops->alloc((R < HEAD_ROWS ? R : HEAD_ROWS) * V * sizeof(float));
     s->matmul_scratch = ops->alloc(matmul_scratch(e, (int)matmul_rows, (int)widest));
-    s->attn_scratch_bytes = ops->attention_scratch_bytes(max_keys);
+    s->attn_scratch_bytes = attention_scratch(ops, c, max_keys);
     s->attn_scratch = ops->alloc(s->attn_scratch_bytes);
     s->tokens = ops->alloc(R * sizeof(int));
     s->pos = ops->alloc(R * sizeof(int));
@@ -599,8 +639,7 @@ static void attention_heads(Engine *e, const LayerWeights *w, const LayerPlan *l
     const Config *c = &e->config;
     RunState *s = &e->s;
     int hd = c->head_dim, kv_dim = c->n_kv_heads * hd;
-    AttentionShape shape = {c->n_heads, c->n_kv_heads, hd, lp->attn.window, lp->attn.n_sink, 1.0f / sqrtf((float)hd), .value_dim = hd,
-                            .cache_positions = c->cache_positions, .inv_freq = lp->inv_freq};
+    AttentionShape shape = attention_shape(c, PATH_HEADS, lp->attn, lp->inv_freq);
     ops->matmul(s->q, s->xb, &w->wq, R, s->matmul_scratch); // (R, n_heads * hd)
     if (w->rms_q) ops->rmsnorm(s->q, s->q, w->rms_q, R * c->n_heads, hd, c->norm_eps); // QK-norm: per head
     ops->rope(s->q, R, c->n_heads, hd, hd, s->pos, lp->inv_freq, lp->mscale, c->rope_style);
@@ -633,8 +672,7 @@ static void attention_mla_absorbed(Engine *e, const LayerWeights *w, const Layer
     const Config *c = &e->config;
     RunState *s = &e->s;
     int lat = c->kv_lora_rank + c->rope_dim;
-    AttentionShape shape = {c->n_heads, 1, lat, lp->attn.window, lp->attn.n_sink, 1.0f / sqrtf((float)(c->head_dim + c->rope_dim)),
-                            .value_dim = c->kv_lora_rank, .value_stride = lat};
+    AttentionShape shape = attention_shape(c, PATH_MLA_ABSORBED, lp->attn, lp->inv_freq);
     if (own_kv) mla_write_latent(e, w, lp, kv, R);
     ops->matmul(s->q, s->xb, &w->wq_abs, R, s->matmul_scratch); // (R, n_heads * (d_c + d_r))
     ops->rope(s->q, R, c->n_heads, lat, c->rope_dim, s->pos, lp->inv_freq, lp->mscale, c->rope_style);
@@ -650,7 +688,7 @@ static void attention_mla_naive(Engine *e, const LayerWeights *w, const LayerPla
     const Config *c = &e->config;
     RunState *s = &e->s;
     int nh = c->n_heads, hd = c->head_dim, qk = hd + c->rope_dim;
-    AttentionShape shape = {nh, nh, qk, lp->attn.window, lp->attn.n_sink, 1.0f / sqrtf((float)qk), .value_dim = hd};
+    AttentionShape shape = attention_shape(c, PATH_MLA_NAIVE, lp->attn, lp->inv_freq);
     if (own_kv) mla_write_latent(e, w, lp, kv, R);
     ops->matmul(s->q, s->xb, &w->wq, R, s->matmul_scratch); // (R, n_heads * (hd + d_r))
     ops->rope(s->q, R, nh, qk, c->rope_dim, s->pos, lp->inv_freq, lp->mscale, c->rope_style);

@@ -65,6 +65,9 @@ typedef struct {
     // local (window, n_sink) otherwise. Gemma 3 270M: k = 6, five local layers to one global.
     int global_every;
     float rope_theta_global; // global layers' RoPE base (Gemma 3: 1e6); 0 = rope.theta
+    // 1: the global layers attend through the window and sinks too, keeping their RoPE base
+    // (long_context's "all local" ablation of a hybrid; window = 0 is its "all global"); 0: as built.
+    int global_windowed;
     // The architecture (arch.h): its table says which tensors a model has, and the forward
     // applies those it finds (QK-norm, post-norms); these options say how it runs the rest.
     ArchId arch;           // ARCH_LLAMA (0) or ARCH_GEMMA3
@@ -75,12 +78,16 @@ typedef struct {
 
 // One layer's attention, as the config gives it.
 typedef struct {
-    int global;        // full causal attention, RoPE at rope_theta_global where that is set
-    int window, n_sink; // as attention_visible takes them: 0, 0 on a global layer
+    int global;        // a global layer: RoPE at rope_theta_global where that is set
+    int window, n_sink; // as attention_visible takes them: 0, 0 (full causal) on a global layer
+                        // unless global_windowed
 } LayerAttention;
 LayerAttention config_layer_attention(const Config *c, int l);
 // Does the config have local layers beside global ones (global_every > 1 and a window)?
 int config_has_local_layers(const Config *c);
+// Layers that attend to the whole causal context (no window): all L without a window, a
+// hybrid's global layers, none in the all-local ablation.
+int config_full_attention_layers(const Config *c);
 
 // Layers with their own keys and values (and KV weights): ceil(L / kv_share).
 static inline int config_kv_layers(const Config *c) { return (c->n_layers + c->kv_share - 1) / c->kv_share; }

@@ -741,6 +741,7 @@ static void config_to_gguf(GGUFWriter *w, const Config *c) {
     if (c->global_every) { // local / global layers in a llama file (llama.cpp knows them as gemma3's)
         gguf_set_u32(w, "inferlab.attention.global_every", (uint32_t)c->global_every);
         if (c->rope_theta_global) gguf_set_f32(w, "inferlab.rope.freq_base_global", c->rope_theta_global);
+        if (c->global_windowed) gguf_set_u32(w, "inferlab.attention.global_windowed", 1);
     }
     gguf_set_bool(w, "inferlab.tied_embeddings", c->tied_embeddings);
 }
@@ -1017,6 +1018,7 @@ static int config_from_gguf(const GGUFFile *g, Config *c, Error *err) {
         opt_int(g, "inferlab.attention.kv_share", 1, &c->kv_share, err) ||
         opt_int(g, "inferlab.attention.global_every", 0, &c->global_every, err) ||
         opt_float(g, "inferlab.rope.freq_base_global", &c->rope_theta_global, err) ||
+        opt_int(g, "inferlab.attention.global_windowed", 0, &c->global_windowed, err) ||
         opt_int(g, KEY("vocab_size"), 1, &c->vocab_size, err) ||
         opt_int(g, KEY("rope.scaling.original_context_length"), 0, &c->rope.orig_ctx, err) ||
         opt_int(g, KEY("attention.sliding_window"), 0, &c->window, err) ||

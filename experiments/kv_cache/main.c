@@ -370,14 +370,13 @@ typedef struct {
 // The --real-model files, loaded and checked against the settings before anything is measured
 // (bad input stops the run before it writes a table). Returns how many.
 static int load_real_models(RealModel *out, const Setting *settings, int n_settings) {
-    char *list = strdup(real_models);
-    int n = 0;
-    for (char *path = list, *next; path; path = next) {
-        next = strchr(path, ',');
-        if (next) *next++ = '\0';
-        if (n == MAX_REAL_MODELS) die("kv_cache: --real-model: at most %d files", MAX_REAL_MODELS);
-        RealModel *rm = &out[n++];
-        Error err;
+    char *list = strdup(real_models), *paths[MAX_REAL_MODELS];
+    Error err;
+    int n = split_list(list, paths, MAX_REAL_MODELS, &err);
+    if (n < 0) die("kv_cache: --real-model: %s", err.msg);
+    for (int k = 0; k < n; k++) {
+        const char *path = paths[k];
+        RealModel *rm = &out[k];
         if (checkpoint_load(path, NULL, &rm->model, NULL, &err) != 0) die("kv_cache: --real-model: %s", err.msg);
         if (path_stem(rm->name, sizeof rm->name, path, &err)) die("kv_cache: --real-model: %s", err.msg);
         for (int i = 0; i < n_settings; i++)

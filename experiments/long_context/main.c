@@ -1,6 +1,7 @@
 // long_context/main.c: bin/long_context, projects 13-14: the long-context stress test.
 //
 //   bin/long_context --model out/models/full/target.gguf [--corpus FILE] [--out DIR] [--profile quick|full]
+//                    [--real-model out/models/real/gemma-3-270m-q4_k_m.gguf]
 //
 // The target was trained at context T0 (its seq_len: 256 full, 128 quick); every method runs
 // it further, at inference only (no fine-tune):
@@ -37,6 +38,12 @@
 //                            bytes (kv_cache_bytes, and measured from the allocator), for full
 //                            attention (the scaled RoPEs cost the same) and the ring caches
 //                            (sinks + window + RING_CHUNK - 1 rows: prefills go in chunks)
+// and with --real-model (a published local/global hybrid, Gemma 3; CPU, whole runs only), the
+// model as built, all local and all global (see "a published hybrid" below):
+//   long_context_real_ppl.csv     config, context_len (64 .. real_context) -> perplexity, bits/byte
+//   long_context_real_cost.csv    config -> KV bytes (formula, allocator) and decode ms/token at
+//                                 real_context (8K; quick 256)
+//   long_context_real_needle.csv  config, context_len (2K, 8K; quick 128, 256), depth -> passkey
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +107,9 @@ typedef struct {
     int needle_max_mult;      // needle contexts T0/2 .. needle_max_mult * T0
     int stream_tokens, stream_bin, recompute_every;
     int cost_reps, cost_decode; // repetitions; decode steps timed after each prefill
+    int real_context;           // --real-model: perplexity up to this context, decode timed there
+    int real_needles[2];        // --real-model: the needle contexts
+    int real_decode;            // --real-model: decode steps timed at real_context
 } Sizes;
 
 static const Sizes FULL = {
@@ -107,12 +117,14 @@ static const Sizes FULL = {
     .needle_keys = 20, .needle_max_mult = 4,
     .stream_tokens = 16384, .stream_bin = 512, .recompute_every = 64,
     .cost_reps = 3, .cost_decode = 8,
+    .real_context = 8192, .real_needles = {2048, 8192}, .real_decode = 16,
 };
 static const Sizes QUICK = {
     .ppl_long = 1, .ppl_short = 2,
     .needle_keys = 4, .needle_max_mult = 4,
     .stream_tokens = 2048, .stream_bin = 256, .recompute_every = 32,
     .cost_reps = 1, .cost_decode = 4,
+    .real_context = 256, .real_needles = {128, 256}, .real_decode = 4,
 };
 
 enum { N_DEPTHS = 5, MAX_CONTEXTS = 16 };
@@ -459,9 +471,165 @@ static void write_summary(const LongContextRun *lab, CsvWriter *w) {
     }
 }
 
+// ---- a published hybrid (--real-model) ---------------------------------------------------------
+//
+// Gemma 3 270M's layers are five local (a window of 512 positions, RoPE base 10 000) to one
+// global (the whole context, base 1e6): character.ai's hybrid in a published model. The same
+// weights run three ways, at inference only:
+//   hybrid      as built: the local layers' caches stop at their window, the global ones grow
+//   all_local   every layer windowed (Config.global_windowed; the global layers keep their base)
+//   all_global  every layer full causal attention (window 0; the local layers keep their base)
+// Each scores one held-out sequence of real_context tokens (perplexity at 512 .. real_context:
+// position p's prediction depends on nothing after p, so the first T positions are a sequence of
+// length T), in chunks so that the logits of a 262k vocabulary fit; then decodes real_decode
+// tokens at that depth, each timed, through the cache the configuration deploys with (hybrid:
+// rings for the local layers; all_local: a ring for every layer; all_global: contiguous); and
+// retrieves passkeys at two contexts and three depths (the same keys and haystacks for all three).
+
+enum { N_HYBRID = 3, REAL_DEPTHS = 3, MAX_REAL_CONTEXTS = 5 };
+static const char *const HYBRID_CONFIGS[N_HYBRID] = {"hybrid", "all_local", "all_global"};
+#define REAL_CHUNK 256   // positions per forward while scoring: (256, V) logits
+#define REAL_MIN_CONTEXT 64
+
+typedef struct {
+    Model model;
+    Tokenizer tok;
+    int *val; // the validation text in the model's tokens, without BOS
+    size_t n_val;
+    char name[128]; // the file name less its extension, as real_models.csv names models
+} RealHybrid;
+
+static Model hybrid_variant(const Model *real, int variant) {
+    Model x = *real;
+    if (variant == 1) x.config.global_windowed = 1;
+    if (variant == 2) x.config.window = 0;
+    return x;
+}
+
+static const char *variant_cache(int variant) { return variant == 0 ? "hybrid" : variant == 1 ? "ring" : "contiguous"; }
+
+static void open_variant_session(Session *s, Engine *e, int variant, int capacity) {
+    if (variant == 1) session_open_ring(s, e, REAL_CHUNK);
+    else session_open(s, e, capacity); // hybrid: rings for the local layers; all_global: contiguous
+}
+
+// Keys and values held at context T, by formula: a windowed layer keeps n_sink + window rows
+// (once T passes them), a full-attention layer T (fp32).
+static size_t kv_bytes_held(const Config *c, int T) {
+    size_t bytes = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        LayerAttention la = config_layer_attention(c, l);
+        int rows = la.window && la.n_sink + la.window < T ? la.n_sink + la.window : T;
+        bytes += (size_t)rows * config_kv_row(c) * sizeof(float);
+    }
+    return bytes;
+}
+
+// The --real-model file, loaded and checked before anything is measured.
+static void load_real(RealHybrid *rh, const char *path, const Corpus *corpus, const Sizes *sz) {
+    Error err;
+    if (checkpoint_load(path, NULL, &rh->model, &rh->tok, &err)) die("long_context: --real-model: %s", err.msg);
+    if (path_stem(rh->name, sizeof rh->name, path, &err)) die("long_context: --real-model: %s", err.msg);
+    const Config *c = &rh->model.config;
+    if (!config_has_local_layers(c) || c->kv_share != 1 || c->kv_lora_rank)
+        die("long_context: --real-model %s has no local and global layers (give a hybrid such as Gemma 3)", path);
+    if (c->seq_len < sz->real_context + sz->real_decode)
+        die("long_context: --real-model %s: its context of %d is below the %d positions measured", path, c->seq_len,
+            sz->real_context + sz->real_decode);
+    rh->val = mallocCheck(tokenizer_max_tokens(corpus->val_len) * sizeof(int));
+    rh->n_val = tokenizer_encode(&rh->tok, (const unsigned char *)corpus->val, corpus->val_len, false, false, rh->val);
+    if (rh->n_val + 1 < (size_t)(sz->real_context + sz->real_decode))
+        die("long_context: --real-model: the validation text is %zu tokens, below the %d measured", rh->n_val,
+            sz->real_context + sz->real_decode);
+    for (int i = 0; i < 2; i++)
+        if (sz->real_needles[i] < passkey_min_len(&rh->tok))
+            die("long_context: --real-model: a passkey needs %d tokens, more than %d", passkey_min_len(&rh->tok),
+                sz->real_needles[i]);
+}
+
+static void free_real(RealHybrid *rh) {
+    free(rh->val);
+    tokenizer_free(&rh->tok);
+    model_free(&rh->model);
+}
+
+// One configuration's perplexity rows (every context up to real_context) and its cost row.
+static void measure_variant(const RealHybrid *rh, const Sizes *sz, int variant, CsvWriter *ppl, CsvWriter *cost) {
+    Model m = hybrid_variant(&rh->model, variant);
+    const Config *c = &m.config;
+    int T = sz->real_context, steps = sz->real_decode, V = c->vocab_size, n = T + steps;
+    int *seq = mallocCheck((size_t)n * sizeof(int));
+    seq[0] = rh->tok.bos_id;
+    memcpy(seq + 1, rh->val, (size_t)(n - 1) * sizeof(int));
+    double *nats = calloc(T, sizeof(double)), *bytes = calloc(T, sizeof(double));
+    double *step_ms = mallocCheck((size_t)steps * sizeof(double));
+    float *logits = mallocCheck((size_t)REAL_CHUNK * V * sizeof(float)); // (REAL_CHUNK, V)
+    if (!nats || !bytes) die("long_context: out of memory");
+    Engine e;
+    Session s;
+    Error err;
+    int ring_rows = c->n_sink + c->window + REAL_CHUNK - 1;
+    engine_open(&e, &m, ops_cpu(), DTYPE_F32, REAL_CHUNK, n > ring_rows ? n : ring_rows);
+    open_variant_session(&s, &e, variant, n);
+    for (int done = 0; done < T; done += REAL_CHUNK) {
+        int R = T - done < REAL_CHUNK ? T - done : REAL_CHUNK;
+        if (session_prefill(&s, seq + done, R, logits, &err)) die("long_context: %s: %s", rh->name, err.msg);
+#pragma omp parallel for
+        for (int r = 0; r < R; r++) { // row r predicts the token at done + r + 1
+            int p = done + r + 1;
+            if (p >= T) continue;
+            nats[p] = nats_of(logits + (size_t)r * V, V, seq[p]);
+            bytes[p] = rh->tok.piece_len[seq[p]];
+        }
+    }
+    for (int i = 0; i < steps; i++) {
+        double t0 = now_seconds();
+        if (session_decode(&s, seq[T + i], &err)) die("long_context: %s: %s", rh->name, err.msg);
+        step_ms[i] = 1e3 * (now_seconds() - t0);
+    }
+    int contexts[MAX_REAL_CONTEXTS], n_contexts = 0;
+    for (int Tc = T; Tc >= REAL_MIN_CONTEXT && n_contexts < MAX_REAL_CONTEXTS; Tc /= 2) contexts[n_contexts++] = Tc;
+    for (int i = n_contexts - 1; i >= 0; i--) {
+        int Tc = contexts[i];
+        double sum = 0.0, sum_bytes = 0.0, tail = 0.0;
+        for (int p = 1; p < Tc; p++) sum += nats[p], sum_bytes += bytes[p], tail += p >= Tc / 2 ? nats[p] : 0.0;
+        csv_row(ppl, "%s,%s,%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g", rh->name, HYBRID_CONFIGS[variant], Tc, c->window,
+                config_full_attention_layers(c), Tc - 1, sum / (Tc - 1), exp(sum / (Tc - 1)), sum / M_LN2 / sum_bytes,
+                exp(tail / (Tc - Tc / 2)));
+    }
+    BenchStats st = bench_stats(step_ms, steps);
+    csv_row(cost, "%s,%s,%d,%s,%d,%d,%zu,%zu,%.6g,%.6g,%.6g,%d", rh->name, HYBRID_CONFIGS[variant], T,
+            variant_cache(variant), c->window, config_full_attention_layers(c), kv_bytes_held(c, T), kv_cache_bytes(&s.cache),
+            st.median_ms, st.p10_ms, st.p90_ms, steps);
+    session_close(&s);
+    engine_close(&e);
+    free(seq), free(nats), free(bytes), free(step_ms), free(logits);
+}
+
+static void run_real_needles(RealHybrid *rh, const Sizes *sz, CsvWriter *w) {
+    for (int v = 0; v < N_HYBRID; v++) {
+        Model m = hybrid_variant(&rh->model, v);
+        for (int i = 0; i < 2; i++) {
+            int ctx = sz->real_needles[i];
+            for (int d = 0; d < REAL_DEPTHS; d++) {
+                progress_step((v * 2 + i) * REAL_DEPTHS + d, N_HYBRID * 2 * REAL_DEPTHS,
+                              "long_context %s needles: %s at %d", rh->name, HYBRID_CONFIGS[v], ctx);
+                float depth = (float)d / (REAL_DEPTHS - 1);
+                PasskeyScore score;
+                Error err;
+                if (passkey_evaluate(&m, &rh->tok, rh->val, rh->n_val, ctx, depth, 1,
+                                     PASSKEY_SEED + 100 * (uint64_t)ctx + d, &score, &err))
+                    die("long_context: %s needles: %s", rh->name, err.msg);
+                csv_row(w, "%s,%s,%d,%d,%d,%.6g,%.6g", rh->name, HYBRID_CONFIGS[v], ctx, 50 * d, 1, score.exact,
+                        score.tokens);
+            }
+        }
+    }
+}
+
 // ---- the program -------------------------------------------------------------------------------
 
-static const char *model_path, *tokenizer_path, *corpus_path;
+static const char *model_path, *tokenizer_path, *corpus_path, *real_model_path;
 static int all_needles;
 
 static const LabOption OPTIONS[] = {
@@ -470,10 +638,15 @@ static const LabOption OPTIONS[] = {
      .help = "the models' training text, for its held-out split (default $CORPUS, else the KJV)"},
     {.name = "all-needles", .kind = LAB_FLAG, .value = &all_needles,
      .help = "needles for every method, not only full, the windows and the scalings at S = 4 (about 2x longer)"},
+    {.name = "real-model", .kind = LAB_TEXT, .value = &real_model_path, .arg = "FILE",
+     .help = "a published local/global hybrid (Gemma 3) run as built, all local and all global (CPU)"},
     {0},
 };
 
-enum { TABLE_PPL, TABLE_STREAM, TABLE_NEEDLE, TABLE_RETRIEVAL, TABLE_SUMMARY, TABLE_COST };
+enum {
+    TABLE_PPL, TABLE_STREAM, TABLE_NEEDLE, TABLE_RETRIEVAL, TABLE_SUMMARY, TABLE_COST,
+    TABLE_REAL_PPL, TABLE_REAL_COST, TABLE_REAL_NEEDLE
+};
 static const LabTable TABLES[] = {
     {"long_context_ppl",
      "method,context_len,window,n_sink,rope_scaling,rope_factor,context_mult,n_tokens,nats_per_token,ppl,"
@@ -493,6 +666,15 @@ static const LabTable TABLES[] = {
      "method,context_len,context_mult,window,n_sink,cache,prefill_ms_median,prefill_ms_p10,prefill_ms_p90,decode_ms_median,"
      "decode_ms_p10,decode_ms_p90,reps,decode_steps,kv_rows,kv_bytes,kv_bytes_allocated",
      "method, context -> prefill time, decode time per token, KV bytes", LAB_CPU},
+    {"long_context_real_ppl",
+     "model,config,context_len,window,full_attention_layers,n_tokens,nats_per_token,ppl,bits_per_byte,tail_ppl",
+     "--real-model: hybrid / all local / all global, context -> perplexity of held-out text", LAB_CPU},
+    {"long_context_real_cost",
+     "model,config,context_len,cache,window,full_attention_layers,kv_bytes,kv_bytes_allocated,decode_ms_median,"
+     "decode_ms_p10,decode_ms_p90,decode_steps",
+     "--real-model: configuration -> KV bytes and decode time per token at the longest context", LAB_CPU},
+    {"long_context_real_needle", "model,config,context_len,depth_percent,n_keys,exact_match,token_accuracy",
+     "--real-model: configuration, context, needle depth -> passkey retrieval", LAB_CPU},
     {0},
 };
 
@@ -525,9 +707,32 @@ static int run_needle_shard(LabRun *r, LongContextRun *lab) {
     return 0;
 }
 
+static void run_real(LabRun *r, RealHybrid *rh, const Sizes *sz) {
+    CsvWriter ppl = lab_csv(r, TABLE_REAL_PPL), cost = lab_csv(r, TABLE_REAL_COST), needle = lab_csv(r, TABLE_REAL_NEEDLE);
+    double t0 = now_seconds();
+    for (int v = 0; v < N_HYBRID; v++) {
+        progress_step(v, N_HYBRID, "long_context %s: %s at %d", rh->name, HYBRID_CONFIGS[v], sz->real_context);
+        measure_variant(rh, sz, v, &ppl, &cost);
+    }
+    double t1 = now_seconds();
+    run_real_needles(rh, sz, &needle);
+    progress_done();
+    fprintf(stderr, "long_context: %s: perplexity and decode %.0f s, needles %.0f s\n", rh->name, t1 - t0,
+            now_seconds() - t1);
+    csv_close(&ppl);
+    csv_close(&cost);
+    csv_close(&needle);
+}
+
 static int run(LabRun *r) {
     LongContextRun lab = {.sz = r->quick ? &QUICK : &FULL, .all_needles = all_needles};
     load(&lab);
+    RealHybrid real;
+    if (real_model_path) {
+        if (r->n_shards) die("long_context: --real-model runs in a whole run, not in a --shard");
+        if (r->backend != BACKEND_CPU) die("long_context: --real-model runs on the CPU backend");
+        load_real(&real, real_model_path, &lab.corpus, lab.sz);
+    }
     if (r->n_shards) {
         run_needle_shard(r, &lab);
         finish(r, &lab);
@@ -555,6 +760,10 @@ static int run(LabRun *r) {
     csv_close(&retrieval);
     csv_close(&summary);
     csv_close(&cost);
+    if (real_model_path) {
+        run_real(r, &real, lab.sz);
+        free_real(&real);
+    }
     finish(r, &lab);
     return 0;
 }
@@ -571,6 +780,7 @@ static void finish(LabRun *r, LongContextRun *lab) {
     lab_meta(r, "long_context_stream_tokens", "%d", lab->sz->stream_tokens);
     lab_meta(r, "long_context_stream_bin", "%d", lab->sz->stream_bin);
     lab_meta(r, "long_context_recompute_every", "%d", lab->sz->recompute_every);
+    lab_meta(r, "long_context_real_model", "%s", real_model_path ? real_model_path : "none");
     free(lab->val);
     corpus_free(&lab->corpus);
     tokenizer_free(&lab->tok);

@@ -176,15 +176,14 @@ static void check_fits(const char *path, const Config *c, const Sizes *sz) {
 
 // --drafts A,B,C: the checkpoints in the order given, then the lookup draft.
 static void parse_drafts(SpecRun *lab, char *list) {
-    for (char *p = list, *next; p; p = next) {
-        next = strchr(p, ',');
-        if (next) *next++ = '\0';
-        if (!*p) die("speculative: --drafts: an empty file name in '%s'", drafts_arg);
-        if (lab->n_drafts == MAX_DRAFTS - 1) die("speculative: --drafts: at most %d drafts", MAX_DRAFTS - 1);
+    char *paths[MAX_DRAFTS - 1];
+    Error err;
+    int n = split_list(list, paths, MAX_DRAFTS - 1, &err);
+    if (n < 0) die("speculative: --drafts '%s': %s", drafts_arg, err.msg);
+    for (int i = 0; i < n; i++) {
         Draft *d = &lab->drafts[lab->n_drafts++];
-        d->path = p;
-        Error err;
-        if (path_stem(d->name, sizeof d->name, p, &err)) die("speculative: --drafts: %s", err.msg);
+        d->path = paths[i];
+        if (path_stem(d->name, sizeof d->name, paths[i], &err)) die("speculative: --drafts: %s", err.msg);
     }
     snprintf(lab->drafts[lab->n_drafts++].name, sizeof lab->drafts[0].name, "lookup");
     for (int i = 0; i < lab->n_drafts; i++)

@@ -83,6 +83,18 @@ int path_stem(char *out, size_t size, const char *path, Error *err) {
     return 0;
 }
 
+int split_list(char *list, char **items, int max, Error *err) {
+    int n = 0;
+    for (char *p = list, *next; p; p = next) {
+        next = strchr(p, ',');
+        if (next) *next++ = '\0';
+        if (!*p) return error_set(err, "an empty item in a comma-separated list");
+        if (n == max) return error_set(err, "more than %d items in a comma-separated list", max);
+        items[n++] = p;
+    }
+    return n;
+}
+
 int file_read_all(const char *path, char **buf, size_t *len, Error *err) {
     *buf = NULL;
     *len = 0;

@@ -43,8 +43,8 @@ static void gpu_attention(float *out, const float *q, const KVRows *kv, const At
     cuda_attention_rows(out, q, (float *const *)kv->keys, (float *const *)kv->values, kv->pos, kv->layouts, kv->R, s);
 }
 
-static size_t gpu_attention_scratch_bytes(int max_keys) {
-    (void)max_keys;
+static size_t gpu_attention_scratch_bytes(const AttentionShape *s, int max_keys) {
+    (void)s, (void)max_keys;
     return 0;
 }
 
