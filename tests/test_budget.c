@@ -115,6 +115,32 @@ static void test_sliding_window(void **state) {
     assert_near(budget_prefill_flops(&m, 5), 2.0 * budget_matmul_params(&m) * 5 + 9 * per_pair, 0.0);
 }
 
+// Gemma 3 270M's hybrid: 18 layers, every sixth global (3), the others a window of 512. At
+// 8192 positions a layer keeps (3 x 8192 + 15 x 512) / 18 = 1792 on average; within the window
+// every layer keeps the context; decode reads that many KV positions per layer, and a prefill
+// of 1000 tokens pairs 3 layers x 1000 x 1001 / 2 with 15 x (512 x 513 / 2 + 488 x 512).
+static void test_hybrid_layers(void **state) {
+    (void)state;
+    ModelShape m = llama2_13b();
+    m.n_layers = 18, m.n_heads = 4, m.n_kv_heads = 1, m.head_dim = 256, m.window = 512, m.global_every = 6;
+    assert_near(budget_kv_tokens_per_sequence(&m, 8192), 1792, 0.0);
+    assert_near(budget_kv_tokens_per_sequence(&m, 300), 300, 0.0);
+    double kv_token = budget_kv_bytes_per_token(&m, NUM_BF16); // 18 x 2 x 256 x 2 bytes
+    assert_near(kv_token, 18 * 2 * 256 * 2, 0.0);
+    assert_near(budget_decode_bytes(&m, BF16, 1, 8192) - budget_decode_bytes(&m, BF16, 1, 1), (1792 - 1) * kv_token,
+                1e-6);
+    double per_layer_pair = budget_attention_flops_per_pair(&m, 0) / 18;
+    double pairs = 3 * 1000.0 * 1001 / 2 + 15 * (512.0 * 513 / 2 + 488.0 * 512);
+    assert_near(budget_prefill_flops(&m, 1000), 2.0 * budget_matmul_params(&m) * 1000 + pairs * per_layer_pair,
+                1e-9 * pairs * per_layer_pair);
+    // From the engine's config: global_every only where there are local layers beside global ones.
+    Config c = config_default();
+    c.n_layers = 18, c.global_every = 6, c.window = 512;
+    assert_int_equal(budget_shape_from_config(&c, "hybrid", "test").global_every, 6);
+    c.window = 0;
+    assert_int_equal(budget_shape_from_config(&c, "all global", "test").global_every, 0);
+}
+
 static void test_quantised_weights(void **state) {
     (void)state;
     ModelShape m = llama2_13b();
@@ -369,6 +395,7 @@ int main(void) {
         cmocka_unit_test(test_worked_example),
         cmocka_unit_test(test_kv_bytes_per_token),
         cmocka_unit_test(test_sliding_window),
+        cmocka_unit_test(test_hybrid_layers),
         cmocka_unit_test(test_quantised_weights),
         cmocka_unit_test(test_weights_that_do_not_fit),
         cmocka_unit_test(test_mixture_of_experts),

@@ -69,21 +69,21 @@ static void test_path_stem(void **state) {
     assert_non_null(strstr(err.msg, "a-name-of-sixteen.gguf"));
 }
 
-static void test_split_list(void **state) {
+static void test_split_comma_list(void **state) {
     (void)state;
     char list[] = "a.gguf,dir/b.gguf,c", one[] = "only", empty[] = "a,,b", trailing[] = "a,", many[] = "a,b,c";
     char *items[3];
     Error err;
-    assert_int_equal(split_list(list, items, 3, &err), 3);
+    assert_int_equal(split_comma_list(list, items, 3, &err), 3);
     assert_string_equal(items[0], "a.gguf");
     assert_string_equal(items[1], "dir/b.gguf");
     assert_string_equal(items[2], "c");
-    assert_int_equal(split_list(one, items, 3, &err), 1);
+    assert_int_equal(split_comma_list(one, items, 3, &err), 1);
     assert_string_equal(items[0], "only");
-    assert_int_equal(split_list(empty, items, 3, &err), -1);
+    assert_int_equal(split_comma_list(empty, items, 3, &err), -1);
     assert_non_null(strstr(err.msg, "empty"));
-    assert_int_equal(split_list(trailing, items, 3, &err), -1);
-    assert_int_equal(split_list(many, items, 2, &err), -1);
+    assert_int_equal(split_comma_list(trailing, items, 3, &err), -1);
+    assert_int_equal(split_comma_list(many, items, 2, &err), -1);
     assert_non_null(strstr(err.msg, "more than 2"));
 }
 
@@ -127,7 +127,7 @@ static void test_remove_stale_temps(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_path_stem),
-        cmocka_unit_test(test_split_list),
+        cmocka_unit_test(test_split_comma_list),
         cmocka_unit_test(test_commit_and_abort),
         cmocka_unit_test(test_remove_stale_temps),
     };

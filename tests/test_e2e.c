@@ -219,7 +219,8 @@ static const struct {
                               "time_ms_p10,time_ms_p90,gflop_s,work_bytes,io_bytes,max_abs_err,dtype,peak_bytes,"
                               "max_rel_err,rows_checked", 8},
     {"sgemm_peak.csv", "backend,n,threads,reps,time_ms_median,time_ms_p10,time_ms_p90,gflop_s,gflop_s_best,mode", 1},
-    {"hardware_budget.csv", NULL, 162},
+    // (8 presets + the target + SmolLM2 and Gemma 3) x 3 weight dtypes x 6 hardware rows
+    {"hardware_budget.csv", NULL, (8 + 1 + 2) * 3 * 6},
     {"roofline.csv", NULL, 43},
     // fp32 and the six round-to-nearest formats, q8_0, q4_0 and int8 also with their other decode kernel; the model also
     // in AWQ int4 g = 32, 64, 128 and LLM.int8() at two thresholds; fp32 / q8_0 weights x fp32 / int8 KV caches

@@ -228,7 +228,7 @@ typedef struct {
 static int load_real_shapes(const char *list_arg, RealShape *out) {
     char *list = strdup(list_arg), *paths[MAX_REAL_MODELS];
     Error err;
-    int n = split_list(list, paths, MAX_REAL_MODELS, &err);
+    int n = split_comma_list(list, paths, MAX_REAL_MODELS, &err);
     if (n < 0) die("attention_variants: --real-model: %s", err.msg);
     for (int i = 0; i < n; i++) {
         Model m;

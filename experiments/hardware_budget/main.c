@@ -2,6 +2,7 @@
 //
 //   bin/hardware_budget [--quick] [--out DIR] [--threads N] [--model FILE] [--context N]
 //                       [--hardware CSV] [--presets CSV] [--roofline-model NAME] [--backend cpu|cuda]
+//                       [--real-model out/models/real/smollm2-135m-instruct-q4_1.gguf[,FILE]]
 //
 // First it measures this machine: memory bandwidth with STREAM copy and triad on one thread
 // and on all, the sgemm peak, and the model bandwidth utilisation (MBU) of our own decode
@@ -9,7 +10,9 @@
 // per token / bandwidth, where the bandwidth is the STREAM triad on as many threads (best
 // pass, STREAM's convention).
 // Then it computes the budget (experiments/lab/budget.h) of every model preset x weight
-// dtype (bf16, int8, int4) x hardware (the datasheets, and this machine as measured), and
+// dtype (bf16, int8, int4) x hardware (the datasheets, and this machine as measured; the
+// presets, our model, and the published models of --real-model, Gemma 3's global layers
+// keeping the whole context and its local ones the window), and
 // the roofline points of every hardware: prefill of 1K tokens, decode steps, the decode MLP
 // at batch 1, 8 and 64, and decode attention.
 //
@@ -478,7 +481,10 @@ static void budget_notes(char *buf, size_t size, const ModelShape *m, const Hard
     buf[0] = '\0';
     if (b->weight_bytes > h->memory_bytes) append_note(buf, size, "weights do not fit in memory");
     else if (!b->fits_large) append_note(buf, size, "weights + batch-%d KV do not fit", LARGE_BATCH);
-    if (m->window > 0 && context > m->window)
+    if (m->window > 0 && context > m->window && m->global_every > 1)
+        append_note(buf, size, "KV of the local layers capped at the %d-token window; every %dth layer global",
+                    m->window, m->global_every);
+    else if (m->window > 0 && context > m->window)
         append_note(buf, size, "KV capped at the %d-token sliding window", m->window);
     if (m->n_params_active < m->n_params)
         append_note(buf, size, "MoE: batch 1 reads the %.3g active parameters, batch %d min(all, %d x active)",
@@ -539,7 +545,7 @@ static void roofline_points(CsvWriter *w, const HardwareSpec *h, const ModelShap
     for (size_t i = 0; i < sizeof MLP_BATCHES / sizeof MLP_BATCHES[0]; i++)
         roofline_row(w, h, m, p, "decode_mlp", MLP_BATCHES[i], -1, budget_mlp_flops(m, MLP_BATCHES[i]),
                      budget_mlp_bytes(m, p, MLP_BATCHES[i]), -1);
-    int kv = budget_kv_tokens_per_sequence(m, context);
+    double kv = budget_kv_tokens_per_sequence(m, context);
     roofline_row(w, h, m, p, "decode_attention", 1, context, budget_attention_flops_per_pair(m, 1) * kv,
                  budget_kv_bytes_per_token(m, p.act) * kv, -1);
 }
@@ -570,7 +576,26 @@ static const ModelShape *find_model(const ModelShape *models, int n, const char 
     return NULL;
 }
 
-static const char *model_path, *hardware_path, *presets_path, *roofline_name;
+// The published models of --real-model, as shapes for the budget: each named by its file stem.
+#define MAX_REAL_MODELS 4
+static int load_real_shapes(const char *list_arg, ModelShape *out) {
+    char *list = strdup(list_arg), *paths[MAX_REAL_MODELS];
+    Error err;
+    int n = split_comma_list(list, paths, MAX_REAL_MODELS, &err);
+    if (n < 0) die("hardware_budget: --real-model: %s", err.msg);
+    for (int i = 0; i < n; i++) {
+        Model m;
+        char name[64];
+        if (checkpoint_load(paths[i], NULL, &m, NULL, &err)) die("hardware_budget: --real-model: %s", err.msg);
+        if (path_stem(name, sizeof name, paths[i], &err)) die("hardware_budget: --real-model: %s", err.msg);
+        out[i] = budget_shape_from_config(&m.config, name, paths[i]);
+        model_free(&m);
+    }
+    free(list);
+    return n;
+}
+
+static const char *model_path, *hardware_path, *presets_path, *roofline_name, *real_models;
 static long context;
 
 static const LabOption OPTIONS[] = {
@@ -586,6 +611,8 @@ static const LabOption OPTIONS[] = {
      .def = DEFAULT_PRESETS},
     {.name = "roofline-model", .kind = LAB_TEXT, .value = &roofline_name, .arg = "M",
      .help = "preset drawn on every roofline", .def = DEFAULT_ROOFLINE_MODEL},
+    {.name = "real-model", .kind = LAB_TEXT, .value = &real_models, .arg = "FILE[,FILE]",
+     .help = "published models (GGUF, comma-separated) added to the budget's models"},
     {0},
 };
 
@@ -665,6 +692,8 @@ static int run(LabRun *r) {
     if (!roof_model) die("--roofline-model: '%s' is not a model in %s", roofline_name, presets_path);
     LabModel lab;
     lab_model_open(&lab, model_path);
+    ModelShape real[MAX_REAL_MODELS];
+    int n_real = real_models ? load_real_shapes(real_models, real) : 0;
     double start = now_seconds();
 
     Measured me = {.backend = r->backend};
@@ -672,11 +701,12 @@ static int run(LabRun *r) {
     HardwareSpec *hws = measure(r, &me, &lab, datasheets, n_datasheets, &n_hw, &n_roof);
     progress_done();
 
-    // The presets and our own model.
-    int n_models = n_presets + 1;
+    // The presets, our own model and the published ones.
+    int n_models = n_presets + 1 + n_real;
     ModelShape *models = mallocCheck((size_t)n_models * sizeof(ModelShape));
     memcpy(models, presets, (size_t)n_presets * sizeof(ModelShape));
     models[n_presets] = lab.shape;
+    memcpy(models + n_presets + 1, real, (size_t)n_real * sizeof(ModelShape));
 
     write_measured(r, &me, &lab);
     write_hardware(r, hws, n_hw);
@@ -688,6 +718,7 @@ static int run(LabRun *r) {
         lab_meta(r, "hardware_budget_model", "%s", lab.path[0] ? lab.path : lab.shape.name);
         lab_meta(r, "hardware_budget_model_fnv1a64", "%s", lab.checksum[0] ? lab.checksum : "none");
         lab_meta(r, "hardware_budget_context_len", "%ld", context);
+        lab_meta(r, "hardware_budget_real_models", "%s", n_real ? real_models : "none");
         lab_meta(r, "hardware_budget_assumptions", "%s",
                  "GB = 1e9 bytes; weights in bf16/int8/int4 (weight-only: scales not counted), KV and math in bf16; "
                  "decode time >= max(FLOPs / peak, bytes / bandwidth); batch-64 KV at context_len tokens per "

@@ -372,7 +372,7 @@ typedef struct {
 static int load_real_models(RealModel *out, const Setting *settings, int n_settings) {
     char *list = strdup(real_models), *paths[MAX_REAL_MODELS];
     Error err;
-    int n = split_list(list, paths, MAX_REAL_MODELS, &err);
+    int n = split_comma_list(list, paths, MAX_REAL_MODELS, &err);
     if (n < 0) die("kv_cache: --real-model: %s", err.msg);
     for (int k = 0; k < n; k++) {
         const char *path = paths[k];

@@ -36,6 +36,7 @@ ModelShape budget_shape_from_config(const Config *c, const char *name, const cha
     m.vocab_size = c->vocab_size;
     m.max_context = c->seq_len;
     m.window = c->window;
+    m.global_every = config_has_local_layers(c) ? c->global_every : 0;
     m.tied_embeddings = c->tied_embeddings;
     return m;
 }
@@ -50,8 +51,11 @@ double budget_kv_bytes_per_token(const ModelShape *m, NumFormat kv) {
     return m->n_layers * per_layer * num_format_bytes(kv);
 }
 
-int budget_kv_tokens_per_sequence(const ModelShape *m, int context) {
-    return m->window > 0 && m->window < context ? m->window : context;
+double budget_kv_tokens_per_sequence(const ModelShape *m, int context) {
+    int windowed = m->window > 0 && m->window < context ? m->window : context;
+    if (m->global_every <= 1) return windowed;
+    int global = m->n_layers / m->global_every; // layers k - 1, 2k - 1, ...
+    return ((double)global * context + (double)(m->n_layers - global) * windowed) / m->n_layers;
 }
 
 double budget_kv_tokens_fit(const ModelShape *m, const HardwareSpec *hw, Precision p) {

@@ -45,6 +45,8 @@ typedef struct {
     int n_layers, dim, hidden_dim, n_heads, n_kv_heads, head_dim, vocab_size;
     int max_context;        // the context the model was trained for
     int window;             // sliding attention window; 0 = full attention
+    int global_every;       // a local/global hybrid (Gemma 3: 6): every k-th layer attends to the
+                            // whole context, the others to the window; 0 = every layer as window says
     int kv_lora_rank;       // MLA latent width; 0 = not MLA
     int rope_head_dim;      // MLA decoupled RoPE key width (0 unless MLA)
     int tied_embeddings;    // the output head is the embedding matrix
@@ -61,7 +63,8 @@ typedef struct {
     char source[512];
 } HardwareSpec;
 
-// The engine's model as a shape (dense, never MLA): what the budget knows of our own models.
+// The engine's model as a shape (dense, never MLA): what the budget knows of our own models
+// and of the published ones the engine runs (a hybrid's global_every kept).
 ModelShape budget_shape_from_config(const Config *c, const char *name, const char *source);
 
 // --- memory -------------------------------------------------------------------------------
@@ -70,8 +73,9 @@ double budget_weight_bytes(const ModelShape *m, NumFormat weights);
 // Bytes one token adds to the KV cache: 2 * L * n_kv_heads * head_dim * bytes (keys and
 // values), or for MLA L * (kv_lora_rank + rope_head_dim) * bytes.
 double budget_kv_bytes_per_token(const ModelShape *m, NumFormat kv);
-// KV positions one sequence of `context` tokens keeps: min(context, window) with a window.
-int budget_kv_tokens_per_sequence(const ModelShape *m, int context);
+// KV positions one sequence of `context` tokens keeps per layer, averaged over the layers:
+// min(context, window) with a window; a hybrid's global layers keep the whole context.
+double budget_kv_tokens_per_sequence(const ModelShape *m, int context);
 // KV tokens that fit in memory beside the weights: floor((memory - weights) / per token),
 // 0 when the weights alone do not fit.
 double budget_kv_tokens_fit(const ModelShape *m, const HardwareSpec *hw, Precision p);

@@ -178,7 +178,7 @@ static void check_fits(const char *path, const Config *c, const Sizes *sz) {
 static void parse_drafts(SpecRun *lab, char *list) {
     char *paths[MAX_DRAFTS - 1];
     Error err;
-    int n = split_list(list, paths, MAX_DRAFTS - 1, &err);
+    int n = split_comma_list(list, paths, MAX_DRAFTS - 1, &err);
     if (n < 0) die("speculative: --drafts '%s': %s", drafts_arg, err.msg);
     for (int i = 0; i < n; i++) {
         Draft *d = &lab->drafts[lab->n_drafts++];

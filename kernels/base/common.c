@@ -83,7 +83,7 @@ int path_stem(char *out, size_t size, const char *path, Error *err) {
     return 0;
 }
 
-int split_list(char *list, char **items, int max, Error *err) {
+int split_comma_list(char *list, char **items, int max, Error *err) {
     int n = 0;
     for (char *p = list, *next; p; p = next) {
         next = strchr(p, ',');

@@ -52,7 +52,7 @@ int path_stem(char *out, size_t size, const char *path, Error *err);
 // Split a comma-separated list in place (an option's FILE[,FILE]: the commas become NULs), items
 // 0 .. n - 1 pointing into it, in order. n, or -1 with err when an item is empty or there are
 // more than max.
-int split_list(char *list, char **items, int max, Error *err);
+int split_comma_list(char *list, char **items, int max, Error *err);
 
 // Atomic output: write to "<path>.tmp.<pid>", then rename over <path> on commit, so an
 // interrupted run never leaves a half-written file. atomic_abort removes the temp file.
