@@ -48,8 +48,8 @@ attention_kernels_CUDA_SKIP = attention_kernels.cuda.skip
 hardware_budget_ARGS       = --model $(TARGET) --real-model $(SMOLLM2),$(GEMMA3)
 hardware_budget_INPUTS     = $(TARGET) templates/hardware.csv templates/model_presets.csv $(SMOLLM2) $(GEMMA3)
 hardware_budget_CUDA_SKIP  = hardware_measured.cuda.skip
-quantization_ARGS          = --model $(TARGET)
-quantization_INPUTS        = $(TARGET)
+quantization_ARGS          = --model $(TARGET) --real-model $(SMOLLM2),$(GEMMA3)
+quantization_INPUTS        = $(TARGET) $(SMOLLM2) $(GEMMA3)
 serving_ARGS               = --model $(TARGET) --real-model $(SMOLLM2)
 serving_INPUTS             = $(TARGET) $(SMOLLM2) templates/hardware.csv templates/model_presets.csv
 # The real published models (mk/real.mk), held to llama.cpp's outputs recorded in

@@ -236,6 +236,9 @@ static const struct {
                          "val_bits_per_byte_delta,passkey_accuracy,passkey_samples,decode_tok_s_median,decode_tok_s_p10,"
                          "decode_tok_s_p90,prefill_tok_s_median,prefill_tok_s_p10,prefill_tok_s_p90,decode_reps,"
                          "prefill_reps,decode_gb_s,stream_gb_s,bandwidth_fraction", 12},
+    // SmolLM2 and Gemma 3 (--real-model): the shipped file and the six round-to-nearest formats
+    {"quantization_real.csv", "model,format,method,bits_per_weight,weight_bytes,n_positions,ppl_base,ppl,ppl_ratio,"
+                              "kld_mean,kld_median,kld_p99,kld_max,delta_p_mean,delta_p_rms,same_top", 2 * 7},
     // serving: 3 batch sizes, 2 prefix lengths x prefix cache off / hash, 2 workloads x 3 prefix caches,
     // 2 burstiness values x 3 loads, 3 concurrency limits, SmolLM2's 3 batch sizes and 9
     // (policy, cache, prefix cache), the two calibration points,
@@ -542,6 +545,7 @@ static const struct {
                             "decode_step_bytes,decode_reps"},
     {"quantization.csv", "format,method,group_size,bits_per_weight,file_bytes,decode_step_bytes,val_bits_per_byte,"
                          "val_bits_per_byte_delta,passkey_accuracy,passkey_samples,decode_reps,prefill_reps"},
+    {"quantization_real.csv", "*"},
     {"long_context_ppl.csv", "*"},
     {"long_context_stream.csv", "*"},
     {"long_context_needle.csv", "*"},
