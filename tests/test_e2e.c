@@ -156,6 +156,12 @@ static const struct {
                             "distinct_2,repeat_4gram_rate,drift_word_frac,gen_nll_nats", 12},
     // 12 settings, on the target and on SmolLM2-135M
     {"sampling_samples.csv", "model,setting,chain,seed,tokens,prompt,text", 24},
+    // SmolLM2-135M's dashboard: 21 temperatures; top-k 1, 2, 5, ... 20000 and V (15), top-p (12), min-p (10)
+    {"sampling_real_temperature.csv", "temperature,positions,entropy_nats_mean,entropy_nats_p10,entropy_nats_p90,"
+                                      "uniform_entropy_nats,heldout_nll_nats,prompts,gen_tokens,gen_words,distinct_1,"
+                                      "distinct_2,repeat_4gram_rate,drift_word_frac,gen_nll_nats", 21},
+    {"sampling_real_filters.csv", "filter,value,positions,candidates_mean,candidates_p10,candidates_median,"
+                                  "candidates_p90,mass_kept,entropy_nats_mean", 15 + 12 + 10},
     // 2 temperatures x 4 drafts (3 models, lookup) x gamma 1, 2, 4, 8; positions 1..gamma each
     {"speculative_runs.csv", "backend,temperature,draft,gamma,draft_params,prompts,gen_tokens,steps,drafted,accepted,"
                              "acceptance_rate,judged_acceptance,mean_accepted_len,drafts_per_step,target_calls,draft_calls,"
@@ -516,6 +522,8 @@ static const struct {
     {"sampling_samplers_text.csv", "*"},
     {"sampling_chains.csv", "*"},
     {"sampling_samples.csv", "*"},
+    {"sampling_real_temperature.csv", "*"},
+    {"sampling_real_filters.csv", "*"},
     {"speculative_runs.csv", "backend,temperature,draft,gamma,draft_params,prompts,gen_tokens,steps,drafted,accepted,"
                              "acceptance_rate,judged_acceptance,mean_accepted_len,drafts_per_step,target_calls,draft_calls,"
                              "predicted_accepted_len,matches_plain,divergence_margin,reps"},

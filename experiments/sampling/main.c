@@ -39,6 +39,9 @@
 //                               temperature -> held-out columns and text metrics
 //   sampling_samples.csv        model (target | the --real-model file), setting -> its chain,
 //                               seed, tokens, prompt and continuation
+//   sampling_real_temperature.csv, sampling_real_filters.csv  with --real-model: the temperature
+//                               and filter tables' columns on the published model (the dashboard;
+//                               fewer windows and prompts, see write_real_dashboard)
 // Nothing is timed: every column is reproducible from the seed (at a fixed thread count, since
 // the forward pass's float sums depend on how the work is split).
 #include <math.h>
@@ -60,12 +63,15 @@ typedef struct {
     int n_prompts, gen_len; // continuations per setting, tokens each
     int sample_len;         // tokens per continuation in the samples table
     int real_sample_len;    // the same for --real-model (quick: a few tokens test the path)
+    int real_windows, real_window, real_prompts, real_gen_len; // --real-model's dashboard
 } Sizes;
 
 static const Sizes QUICK = {
-    .n_windows = 2, .window = 64, .n_prompts = 2, .gen_len = 24, .sample_len = 24, .real_sample_len = 4};
+    .n_windows = 2, .window = 64, .n_prompts = 2, .gen_len = 24, .sample_len = 24, .real_sample_len = 4,
+    .real_windows = 1, .real_window = 16, .real_prompts = 2, .real_gen_len = 4};
 static const Sizes FULL = {
-    .n_windows = 8, .window = 256, .n_prompts = 8, .gen_len = 96, .sample_len = 48, .real_sample_len = 48};
+    .n_windows = 8, .window = 256, .n_prompts = 8, .gen_len = 96, .sample_len = 48, .real_sample_len = 48,
+    .real_windows = 4, .real_window = 128, .real_prompts = 8, .real_gen_len = 64};
 
 // The sweeps, in the order their rows are written.
 static const double TEMPERATURES[] = {0,   0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
@@ -221,8 +227,9 @@ static int max_settings(int vocab) {
            2 * COUNT(CHAIN_TEMPERATURES);
 }
 
-// Every setting of the held-out sweeps, in row order; returns how many.
-static int make_settings(Setting *settings, const Tokenizer *tok, int n_positions) {
+// Every setting of the held-out sweeps, in row order (dashboard: the temperatures and the
+// filters only); returns how many.
+static int make_settings(Setting *settings, const Tokenizer *tok, int n_positions, int dashboard) {
     int n = 0, vocab = tok->vocab_size;
     for (int i = 0; i < COUNT(TEMPERATURES); i++)
         setting_add(settings, &n, tok, "temperature", TEMPERATURES[i], n_positions);
@@ -232,6 +239,7 @@ static int make_settings(Setting *settings, const Tokenizer *tok, int n_position
     setting_add(settings, &n, tok, "top_k", vocab, n_positions);
     for (int i = 0; i < COUNT(TOP_P); i++) setting_add(settings, &n, tok, "top_p", TOP_P[i], n_positions);
     for (int i = 0; i < COUNT(MIN_P); i++) setting_add(settings, &n, tok, "min_p", MIN_P[i], n_positions);
+    if (dashboard) return n;
     for (int i = 0; i < COUNT(SAMPLER_SWEEPS); i++)
         for (int j = 0; SAMPLER_SWEEPS[i].heldout && j < SAMPLER_SWEEPS[i].n; j++)
             setting_add(settings, &n, tok, SAMPLER_SWEEPS[i].sampler, SAMPLER_SWEEPS[i].values[j], n_positions);
@@ -312,16 +320,18 @@ typedef struct {
     int n_settings, n_positions;
 } HeldOut;
 
-// Prefill every window, with all its positions' logits, and measure every setting at each.
-static HeldOut measure_heldout(SamplingInputs *lab, const Sizes *sz) {
+// Prefill n_windows windows of up to `window` tokens, with all their positions' logits, and
+// measure every setting (make_settings's; dashboard: temperatures and filters) at each.
+static HeldOut measure_heldout(SamplingInputs *lab, int n_windows, int window, int dashboard) {
     const Config *c = &lab->model.config;
-    int V = c->vocab_size, window = sz->window < c->seq_len ? sz->window : c->seq_len;
-    int *tokens = mallocCheck((size_t)sz->n_windows * window * sizeof(int));
-    int *lens = mallocCheck(sz->n_windows * sizeof(int));
-    int n_positions = heldout_windows(lab, sz->n_windows, window, tokens, lens);
+    int V = c->vocab_size;
+    window = window < c->seq_len ? window : c->seq_len;
+    int *tokens = mallocCheck((size_t)n_windows * window * sizeof(int));
+    int *lens = mallocCheck(n_windows * sizeof(int));
+    int n_positions = heldout_windows(lab, n_windows, window, tokens, lens);
     if (n_positions < 1) die("sampling: the validation text of %s encodes to no tokens", lab->corpus.source);
     Setting *settings = mallocCheck((size_t)max_settings(V) * sizeof(Setting));
-    int n_settings = make_settings(settings, &lab->tok, n_positions);
+    int n_settings = make_settings(settings, &lab->tok, n_positions, dashboard);
 
     Scratch w = {.p1 = mallocCheck(V * sizeof(float)), .probs = mallocCheck(V * sizeof(float)),
                  .scaled = mallocCheck(V * sizeof(float))};
@@ -334,8 +344,8 @@ static HeldOut measure_heldout(SamplingInputs *lab, const Sizes *sz) {
     engine_open(&engine, &lab->model, ops_cpu(), DTYPE_F32, window, window);
     session_open(&s, &engine, window);
     int pos = 0;
-    for (int i = 0; i < sz->n_windows; i++) {
-        progress_step(i, sz->n_windows, "sampling: held-out window %d/%d", i + 1, sz->n_windows);
+    for (int i = 0; i < n_windows; i++) {
+        progress_step(i, n_windows, "sampling: held-out window %d/%d", i + 1, n_windows);
         const int *win = tokens + (size_t)i * window;
         session_truncate(&s, 0);
         if (session_prefill(&s, win, lens[i], logits, &err)) die("sampling: %s", err.msg);
@@ -464,7 +474,7 @@ static const char *gen_fields(char *buf, size_t size, const GenStats *g, int n_p
 // --- the tables ----------------------------------------------------------------------------
 
 enum { TABLE_TEMPERATURE, TABLE_FILTERS, TABLE_PENALTY, TABLE_SAMPLERS, TABLE_SAMPLERS_TEXT, TABLE_CHAINS,
-       TABLE_SAMPLES };
+       TABLE_SAMPLES, TABLE_REAL_TEMPERATURE, TABLE_REAL_FILTERS };
 #define HELDOUT_COLUMNS \
     "positions,candidates_mean,candidates_p10,candidates_median,candidates_p90,mass_kept,entropy_nats_mean"
 static const LabTable TABLES[] = {
@@ -487,6 +497,11 @@ static const LabTable TABLES[] = {
      LAB_CPU},
     {"sampling_samples", "model,setting,chain,seed,tokens,prompt,text",
      "one prompt per model (the target; SmolLM2-135M with --real-model) continued under each setting", LAB_CPU},
+    {"sampling_real_temperature", "temperature,positions,entropy_nats_mean,entropy_nats_p10,entropy_nats_p90,"
+                                  "uniform_entropy_nats,heldout_nll_nats," GEN_COLUMNS,
+     "--real-model: sampling_temperature's columns on the published model", LAB_CPU},
+    {"sampling_real_filters", "filter,value," HELDOUT_COLUMNS,
+     "--real-model: sampling_filters's columns on the published model", LAB_CPU},
     {0},
 };
 
@@ -546,9 +561,10 @@ static void write_chains(LabRun *r, SamplingInputs *lab, const Prompts *pr, cons
 }
 
 // Temperature rows: the held-out distribution, then continuations generated at that temperature.
-static void write_temperature(LabRun *r, SamplingInputs *lab, const Prompts *pr, const HeldOut *ho, int gen_len) {
+static void write_temperature(LabRun *r, int table, SamplingInputs *lab, const Prompts *pr, const HeldOut *ho,
+                              int gen_len) {
     char fields[256];
-    CsvWriter w = lab_csv(r, TABLE_TEMPERATURE);
+    CsvWriter w = lab_csv(r, table);
     for (int i = 0; i < ho->n_settings; i++) {
         const Setting *s = &ho->settings[i];
         if (!is_temperature(s)) continue;
@@ -702,12 +718,12 @@ static const LabOption OPTIONS[] = {
     {0},
 };
 
-// The model, its tokenizer, the corpus and its training words.
-static void load_inputs(SamplingInputs *lab) {
+// A model, its tokenizer, the corpus and its training words.
+static void load_inputs(SamplingInputs *lab, const char *path, const char *tokenizer) {
     Error err;
-    if (checkpoint_load(model_path, tokenizer_path, &lab->model, &lab->tok, &err)) die("%s", err.msg);
+    if (checkpoint_load(path, tokenizer, &lab->model, &lab->tok, &err)) die("%s", err.msg);
     if (lab->tok.vocab_size != lab->model.config.vocab_size)
-        die("sampling: %s: the tokenizer has %d tokens but the model %d", model_path, lab->tok.vocab_size,
+        die("sampling: %s: the tokenizer has %d tokens but the model %d", path, lab->tok.vocab_size,
             lab->model.config.vocab_size);
     const char *corpus = corpus_path ? corpus_path : getenv("CORPUS");
     if (corpus_load(&lab->corpus, corpus && *corpus ? corpus : NULL, &err)) die("%s", err.msg);
@@ -723,10 +739,29 @@ static void free_inputs(SamplingInputs *lab) {
     model_free(&lab->model);
 }
 
+// The dashboard on --real-model: the temperature and filter sweeps over the same held-out KJV
+// windows and prompts (in its own tokens), fewer of them: a 49k-token vocabulary makes every
+// setting at every position about 100x the zoo's cost. Its drift counts words absent from the
+// KJV's training split, which for a model not trained on the KJV measures leaving the book's
+// vocabulary, not the model's.
+static void write_real_dashboard(LabRun *r, const Sizes *sz) {
+    SamplingInputs real = {.seed = seed};
+    load_inputs(&real, real_model_path, NULL);
+    Prompts pr;
+    choose_prompts(&real, sz->real_prompts, &pr);
+    HeldOut ho = measure_heldout(&real, sz->real_windows, sz->real_window, 1);
+    write_heldout(r, TABLE_REAL_FILTERS, &ho, is_filter);
+    write_temperature(r, TABLE_REAL_TEMPERATURE, &real, &pr, &ho, sz->real_gen_len);
+    for (int i = 0; i < ho.n_settings; i++) setting_free(&ho.settings[i]);
+    free(ho.settings);
+    prompts_free(&pr);
+    free_inputs(&real);
+}
+
 static int run(LabRun *r) {
     const Sizes *sz = r->quick ? &QUICK : &FULL;
     SamplingInputs lab = {.seed = seed};
-    load_inputs(&lab);
+    load_inputs(&lab, model_path, tokenizer_path);
 
     Prompts pr;
     choose_prompts(&lab, sz->n_prompts, &pr);
@@ -736,7 +771,7 @@ static int run(LabRun *r) {
     if (room < 1) die("sampling: %s: a %d-token context leaves no room after the prompts", model_path, room + longest);
     int gen_len = sz->gen_len < room ? sz->gen_len : room, sample_len = sz->sample_len < room ? sz->sample_len : room;
 
-    HeldOut ho = measure_heldout(&lab, sz);
+    HeldOut ho = measure_heldout(&lab, sz->n_windows, sz->window, 0);
     write_heldout(r, TABLE_FILTERS, &ho, is_filter);
     write_heldout(r, TABLE_SAMPLERS, &ho, is_llama_sampler);
     write_penalty(r, &lab, &pr, gen_len);
@@ -746,7 +781,8 @@ static int run(LabRun *r) {
     write_samples(&samples, &lab, "target", pr.text[0], pr.tokens[0], pr.lens[0], sample_len);
     if (real_model_path) write_real_samples(&samples, real_model_path, seed, sz->real_sample_len);
     csv_close(&samples);
-    write_temperature(r, &lab, &pr, &ho, gen_len);
+    if (real_model_path) write_real_dashboard(r, sz);
+    write_temperature(r, TABLE_TEMPERATURE, &lab, &pr, &ho, gen_len);
 
     char sum_hex[17];
     Error err;
