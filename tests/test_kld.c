@@ -15,12 +15,7 @@
 
 #include "kld.h"
 #include "rng.h"
-
-#define assert_near(got, want, tol)                                                                  \
-    do {                                                                                             \
-        double g_ = (got), w_ = (want);                                                              \
-        if (!(fabs(g_ - w_) <= (tol))) fail_msg("%s = %.10g, want %.10g (tol %g)", #got, g_, w_, (double)(tol)); \
-    } while (0)
+#include "test_util.h"
 
 // Position 1: P = (1/2, 1/4, 1/4), Q = (1/4, 1/2, 1/4) (its logits shifted by 3, which changes
 // nothing), the next token 1: KL = 1/2 ln 2 - 1/4 ln 2 = ln 2 / 4, dp = 1/2 - 1/4, the argmaxes

@@ -39,3 +39,10 @@ static inline double max_rel_error(const float *got, const float *want, size_t n
         if (!(r_ <= 1.0)) fail_msg("%s vs %s: error %.3g x tolerance (rtol %g, atol %g)", #got, \
                                    #want, r_, (double)(rtol), (double)(atol));              \
     } while (0)
+
+// |got - want| <= tol, or a failure naming the expression and both values.
+#define assert_near(got, want, tol)                                                                  \
+    do {                                                                                             \
+        double g_ = (got), w_ = (want);                                                              \
+        if (!(fabs(g_ - w_) <= (tol))) fail_msg("%s = %.10g, want %.10g (tol %g)", #got, g_, w_, (double)(tol)); \
+    } while (0)

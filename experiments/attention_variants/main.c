@@ -218,33 +218,9 @@ static void write_presets(const ModelShape *ms, int n, CsvWriter *w) {
 // of 512, past it, and SmolLM2's whole 8K.
 static const int REAL_CONTEXTS[] = {256, 1024, 4096, 8192};
 
-typedef struct {
-    char name[128]; // the file name less its extension, as real_models.csv names models
-    Config config;
-} RealShape;
-
-// The --real-model files' shapes (their weights are loaded to check the file, then freed),
-// read before anything is measured. Returns how many.
-static int load_real_shapes(const char *list_arg, RealShape *out) {
-    char *list = strdup(list_arg), *paths[MAX_REAL_MODELS];
-    Error err;
-    int n = split_comma_list(list, paths, MAX_REAL_MODELS, &err);
-    if (n < 0) die("attention_variants: --real-model: %s", err.msg);
-    for (int i = 0; i < n; i++) {
-        Model m;
-        if (checkpoint_load(paths[i], NULL, &m, NULL, &err) != 0) die("attention_variants: --real-model: %s", err.msg);
-        if (path_stem(out[i].name, sizeof out[i].name, paths[i], &err))
-            die("attention_variants: --real-model: %s", err.msg);
-        out[i].config = m.config;
-        model_free(&m);
-    }
-    free(list);
-    return n;
-}
-
 // One row per context (those within the model's own): the cache by the formula and as
 // allocated, one layer of each kind, and the same shape with MHA in every layer.
-static void write_real(const RealShape *rs, const Ops *ops, CsvWriter *w) {
+static void write_real(const NamedConfig *rs, const Ops *ops, CsvWriter *w) {
     const Config *c = &rs->config;
     char attention[16];
     av_attention_name(attention, sizeof attention, c->n_heads, c->n_kv_heads, c->kv_lora_rank);
@@ -328,8 +304,9 @@ static int run(LabRun *r) {
         if (!mha && strcmp(vs[i].zoo->attention, "mha") == 0) mha = &vs[i];
     }
     if (!mha) die("the %s zoo has no MHA attention variant to compare the others with", zoo.profile);
-    RealShape real[MAX_REAL_MODELS];
-    int n_real = real_models ? load_real_shapes(real_models, real) : 0;
+    NamedConfig real[MAX_REAL_MODELS];
+    int n_real = real_models ? checkpoint_configs(real_models, real, MAX_REAL_MODELS, &err) : 0;
+    if (n_real < 0) die("attention_variants: --real-model: %s", err.msg);
 
     const Ops *ops = backend_open(BACKEND_CPU);
     Outputs out = {lab_csv(r, TABLE_MEMORY), lab_csv(r, TABLE_SPEED), lab_csv(r, TABLE_BUDGET)};

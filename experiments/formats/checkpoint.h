@@ -9,3 +9,13 @@
 #include "tokenizer.h"
 
 int checkpoint_load(const char *model_path, const char *tokenizer_path, Model *m, Tokenizer *tok, Error *err);
+
+// A GGUF model's config without its weights, named after its file (path_stem): what a program
+// that needs only the shapes of published models reads.
+typedef struct {
+    char name[128], path[512];
+    Config config;
+} NamedConfig;
+// The configs of an option's comma-separated GGUF files (FILE[,FILE]), at most max: how many,
+// or -1 with err naming the file and the fault.
+int checkpoint_configs(const char *list, NamedConfig *out, int max, Error *err);

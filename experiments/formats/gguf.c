@@ -1155,6 +1155,14 @@ static int check_host_memory(const GGUFFile *g, const Config *c, Error *err) {
     return 0;
 }
 
+int model_config_gguf(const char *path, Config *c, Error *err) {
+    GGUFFile g;
+    if (gguf_open(&g, path, err)) return -1;
+    int rc = config_from_gguf(&g, c, err);
+    gguf_close(&g);
+    return rc;
+}
+
 int model_load_gguf(const char *path, Model *m, Tokenizer *tok, Error *err) {
     GGUFFile g;
     if (gguf_open(&g, path, err)) return -1;

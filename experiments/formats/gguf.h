@@ -221,3 +221,6 @@ void model_save_gguf(const char *path, const Model *m, const Tokenizer *tok, GGM
 // Load a checkpoint into m (allocated here; model_free releases it), and its tokenizer into
 // tok unless tok is NULL (an error if the file has none). On error nothing is allocated.
 int model_load_gguf(const char *path, Model *m, Tokenizer *tok, Error *err);
+// The config of a GGUF model file alone (its weights not read), validated as model_load_gguf
+// validates it.
+int model_config_gguf(const char *path, Config *c, Error *err);

@@ -576,24 +576,7 @@ static const ModelShape *find_model(const ModelShape *models, int n, const char 
     return NULL;
 }
 
-// The published models of --real-model, as shapes for the budget: each named by its file stem.
 #define MAX_REAL_MODELS 4
-static int load_real_shapes(const char *list_arg, ModelShape *out) {
-    char *list = strdup(list_arg), *paths[MAX_REAL_MODELS];
-    Error err;
-    int n = split_comma_list(list, paths, MAX_REAL_MODELS, &err);
-    if (n < 0) die("hardware_budget: --real-model: %s", err.msg);
-    for (int i = 0; i < n; i++) {
-        Model m;
-        char name[64];
-        if (checkpoint_load(paths[i], NULL, &m, NULL, &err)) die("hardware_budget: --real-model: %s", err.msg);
-        if (path_stem(name, sizeof name, paths[i], &err)) die("hardware_budget: --real-model: %s", err.msg);
-        out[i] = budget_shape_from_config(&m.config, name, paths[i]);
-        model_free(&m);
-    }
-    free(list);
-    return n;
-}
 
 static const char *model_path, *hardware_path, *presets_path, *roofline_name, *real_models;
 static long context;
@@ -692,8 +675,12 @@ static int run(LabRun *r) {
     if (!roof_model) die("--roofline-model: '%s' is not a model in %s", roofline_name, presets_path);
     LabModel lab;
     lab_model_open(&lab, model_path);
+    // The published models of --real-model, as shapes for the budget, each named by its file stem.
+    NamedConfig configs[MAX_REAL_MODELS];
+    int n_real = real_models ? checkpoint_configs(real_models, configs, MAX_REAL_MODELS, &err) : 0;
+    if (n_real < 0) die("hardware_budget: --real-model: %s", err.msg);
     ModelShape real[MAX_REAL_MODELS];
-    int n_real = real_models ? load_real_shapes(real_models, real) : 0;
+    for (int i = 0; i < n_real; i++) real[i] = budget_shape_from_config(&configs[i].config, configs[i].name, configs[i].path);
     double start = now_seconds();
 
     Measured me = {.backend = r->backend};

@@ -496,60 +496,40 @@ static void write_formats(LabRun *r, const Sizes *sz, Inputs *in, double stream)
 
 #define MAX_REAL_MODELS 4
 
-// The baseline's log-probabilities at every scored position of every window, (chunks * per, V).
-static float *real_baseline(Engine *e, const int *val, const Tokenizer *tok, const Sizes *sz, float *logits) {
-    int per = sz->real_ctx - 1, V = e->config.vocab_size;
-    float *base = mallocCheck((size_t)sz->real_chunks * per * V * sizeof(float));
-    int *seq = mallocCheck((size_t)sz->real_ctx * sizeof(int));
-    Session s;
-    Error err;
-    session_open(&s, e, sz->real_ctx);
-    for (int c = 0; c < sz->real_chunks; c++) {
-        seq[0] = tok->bos_id;
-        memcpy(seq + 1, val + (size_t)c * per, (size_t)per * sizeof(int));
-        session_truncate(&s, 0);
-        if (session_prefill(&s, seq, per, logits, &err)) die("quantization: %s", err.msg);
-#pragma omp parallel for
-        for (int i = 0; i < per; i++) kld_log_softmax(base + ((size_t)c * per + i) * V, logits + (size_t)i * V, V);
-    }
-    session_close(&s);
-    free(seq);
-    return base;
-}
-
-// One format's distance from the baseline over the same windows.
-static KldSummary real_distance(Engine *e, const int *val, const Tokenizer *tok, const Sizes *sz, const float *base,
-                                float *logits) {
-    int per = sz->real_ctx - 1, V = e->config.vocab_size;
-    int *seq = mallocCheck((size_t)sz->real_ctx * sizeof(int));
-    KldPosition *pos = mallocCheck((size_t)per * sizeof(KldPosition));
-    KldStats st = {0};
-    Session s;
-    Error err;
-    session_open(&s, e, sz->real_ctx);
-    for (int c = 0; c < sz->real_chunks; c++) {
-        seq[0] = tok->bos_id;
-        memcpy(seq + 1, val + (size_t)c * per, (size_t)per * sizeof(int));
-        session_truncate(&s, 0);
-        if (session_prefill(&s, seq, per, logits, &err)) die("quantization: %s", err.msg);
-#pragma omp parallel for
-        for (int i = 0; i < per; i++) // row i predicts seq[i + 1]
-            pos[i] = kld_position(base + ((size_t)c * per + i) * V, logits + (size_t)i * V, V, seq[i + 1]);
-        for (int i = 0; i < per; i++) kld_add(&st, pos[i]); // in order: the sums do not depend on the threads
-    }
-    session_close(&s);
-    free(seq), free(pos);
-    KldSummary k = kld_summary(&st);
-    kld_free(&st);
-    return k;
-}
-
 typedef struct {
     char name[128]; // the file name less its extension
     Model model;
     Tokenizer tok;
     int *val;       // the held-out text in the model's tokens
 } RealModel;
+
+// Every window of the held-out text through e (BOS, then real_ctx - 1 tokens), with all its
+// positions' logits (logits: (real_ctx, V)). Without st (the baseline's pass) each scored
+// position's log-probabilities are stored in base, (real_chunks * (real_ctx - 1), V); with st
+// each position is compared with them there.
+static void real_windows(Engine *e, const RealModel *rm, const Sizes *sz, float *logits, float *base, KldStats *st) {
+    int per = sz->real_ctx - 1, V = e->config.vocab_size;
+    int *seq = mallocCheck((size_t)sz->real_ctx * sizeof(int));
+    KldPosition *pos = mallocCheck((size_t)per * sizeof(KldPosition));
+    Session s;
+    Error err;
+    session_open(&s, e, sz->real_ctx);
+    for (int c = 0; c < sz->real_chunks; c++) {
+        seq[0] = rm->tok.bos_id;
+        memcpy(seq + 1, rm->val + (size_t)c * per, (size_t)per * sizeof(int));
+        session_truncate(&s, 0);
+        if (session_prefill(&s, seq, per, logits, &err)) die("quantization: %s: %s", rm->name, err.msg);
+        float *chunk = base + (size_t)c * per * V;
+#pragma omp parallel for
+        for (int i = 0; i < per; i++) { // row i predicts seq[i + 1]
+            if (st) pos[i] = kld_position(chunk + (size_t)i * V, logits + (size_t)i * V, V, seq[i + 1]);
+            else kld_log_softmax(chunk + (size_t)i * V, logits + (size_t)i * V, V);
+        }
+        for (int i = 0; st && i < per; i++) kld_add(st, pos[i]); // in order: the sums do not depend on the threads
+    }
+    session_close(&s);
+    free(seq), free(pos);
+}
 
 // The --real-model files and their tokens of the held-out text, checked before anything is measured.
 static int load_real_models(const char *list_arg, const Corpus *corpus, const Sizes *sz, RealModel *out) {
@@ -591,7 +571,8 @@ static void write_real(LabRun *r, const Sizes *sz, RealModel *models, int n) {
         Engine e;
         progress("quantization: %s baseline (shipped weights in fp32)", rm->name);
         engine_open(&e, m, ops_cpu(), DTYPE_F32, sz->real_ctx, sz->real_ctx);
-        float *base = real_baseline(&e, rm->val, &rm->tok, sz, logits);
+        float *base = mallocCheck((size_t)sz->real_chunks * (sz->real_ctx - 1) * V * sizeof(float));
+        real_windows(&e, rm, sz, logits, base, NULL);
         engine_close(&e);
         for (int f = -1; f < N_FORMATS; f++) { // -1: the shipped file
             const Format *fm = f < 0 ? NULL : &FORMATS[f];
@@ -600,7 +581,10 @@ static void write_real(LabRun *r, const Sizes *sz, RealModel *models, int n) {
             progress("quantization: %s %s", rm->name, name);
             m->quant = fm ? NULL : shipped;
             engine_open(&e, m, ops_cpu(), fm ? fm->dtype : DTYPE_F32, sz->real_ctx, sz->real_ctx);
-            KldSummary d = real_distance(&e, rm->val, &rm->tok, sz, base, logits);
+            KldStats st = {0};
+            real_windows(&e, rm, sz, logits, base, &st);
+            KldSummary d = kld_summary(&st);
+            kld_free(&st);
             csv_row(&w, "%s,%s,%s,%.6g,%zu,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g", rm->name, name,
                     fm ? fm->method : "shipped", quant_weights_bits_per_weight(e.quant), engine_weight_bytes(&e),
                     sz->real_chunks * (sz->real_ctx - 1), d.ppl_base, d.ppl_q, d.ppl_ratio, d.kld_mean, d.kld_median,
