@@ -327,8 +327,11 @@ static void test_outlier_calibration(void **state) {
     random_model(&m, &c, 36, 0.15f);
     int B = 2, T = 12, tokens[24];
     for (int i = 0; i < B * T; i++) tokens[i] = (i * 7 + 3) % c.vocab_size;
+    Calibration cal;
+    calibration_run(&cal, &m, tokens, B, T);
     OutlierCalibration oc;
-    outlier_calibrate(&oc, &m, tokens, B, T);
+    outlier_calibrate(&oc, &m, &cal);
+    calibration_free(&cal);
     assert_int_equal(oc.n, 1 + 7 * c.n_layers);
     for (int i = 0; i < oc.n; i++) {
         assert_non_null(oc.col_max[i]);
@@ -412,8 +415,11 @@ static void test_awq_alpha_zero_is_rtn(void **state) {
         QuantWeights rtn;
         quant_weights_build(&rtn, &m, types[k]);
         int *tokens = calibration(&c, 2, 16);
+        Calibration cal;
+        calibration_run(&cal, &awq, tokens, 2, 16);
         AwqResult res;
-        awq_quantize(&awq, types[k], tokens, 2, 16, 0.0, &res);
+        awq_quantize(&awq, types[k], &cal, 0.0, &res);
+        calibration_free(&cal);
         assert_memory_equal(awq.params, m.params, m.n_params * sizeof(float)); // nothing scaled
         assert_int_equal(awq.quant->bytes, rtn.bytes);
         for (int i = 0; i < rtn.n; i++)
@@ -426,33 +432,85 @@ static void test_awq_alpha_zero_is_rtn(void **state) {
     }
 }
 
+// The two architectures AWQ folds into: the zoo's Llama and a Gemma 3 (QK-norm and post-norms
+// after the scaled matrices, GeGLU, local and global layers), each calibrated on the engine.
 static void test_awq_folds_exactly_and_lowers_error(void **state) {
     (void)state;
-    Config c = quant_config(1);
-    Model m, awq;
-    random_model(&m, &c, 43, 0.15f);
-    random_model(&awq, &c, 43, 0.15f);
-    int B = 4, T = 24, *tokens = calibration(&c, B, T);
-    AwqResult res;
-    awq_quantize(&awq, DTYPE_I4_G32, tokens, B, T, 1.0, &res);
-    int moved = 0;
-    for (int l = 0; l < c.n_layers; l++)
-        for (int g = 0; g < AWQ_GROUPS; g++) {
-            if (!(res.error[l][g] <= res.error_rtn[l][g]))
-                fail_msg("layer %d group %d: AWQ error %g > RTN %g", l, g, res.error[l][g], res.error_rtn[l][g]);
-            moved += res.alpha[l][g] > 0;
+    Config configs[2] = {quant_config(1), small_gemma3_config(4, 2, 8, 3, 3, 1e6f)};
+    for (int k = 0; k < 2; k++) {
+        Config c = configs[k];
+        Model m, awq;
+        random_model(&m, &c, 43, 0.15f);
+        random_model(&awq, &c, 43, 0.15f);
+        int B = 4, T = 24, *tokens = calibration(&c, B, T);
+        Calibration cal;
+        calibration_run(&cal, &awq, tokens, B, T);
+        AwqResult res;
+        awq_quantize(&awq, DTYPE_I4_G32, &cal, 1.0, &res);
+        calibration_free(&cal);
+        int moved = 0;
+        for (int l = 0; l < c.n_layers; l++)
+            for (int g = 0; g < AWQ_GROUPS; g++) {
+                if (!(res.error[l][g] <= res.error_rtn[l][g]))
+                    fail_msg("config %d layer %d group %d: AWQ error %g > RTN %g", k, l, g, res.error[l][g],
+                             res.error_rtn[l][g]);
+                moved += res.alpha[l][g] > 0;
+            }
+        assert_true(moved > 0); // some group found a better alpha than 0
+        // the scaled fp32 weights (awq.params; awq.quant aside) compute the original function
+        int n = T, *seq = tokens;
+        float *want = mallocCheck((size_t)n * c.vocab_size * sizeof(float));
+        float *got = mallocCheck((size_t)n * c.vocab_size * sizeof(float));
+        ref_forward(&m, seq, n, want, NULL, DTYPE_F32);
+        ref_forward(&awq, seq, n, got, NULL, DTYPE_F32);
+        double e = max_rel_error(got, want, (size_t)n * c.vocab_size);
+        if (!(e <= 1e-4)) fail_msg("config %d: folded AWQ scales change the fp32 logits: relative error %g", k, e);
+        free(want), free(got), free(tokens);
+        model_free(&m);
+        model_free(&awq);
+    }
+}
+
+// calibration_run keeps what each matrix multiplies, row b * T + p for sequence b's position p:
+// layer 0's attention input is the normed embedding, and the head's input times the (tied)
+// embedding gives the reference forward's logits, on a Gemma 3 (embedding scale, local layers).
+static void test_calibration_records_matmul_inputs(void **state) {
+    (void)state;
+    Config c = small_gemma3_config(4, 2, 8, 3, 3, 1e6f);
+    Model m;
+    random_model(&m, &c, 44, 0.15f);
+    int B = 3, T = 20, C = c.dim, V = c.vocab_size, *tokens = calibration(&c, B, T);
+    Calibration cal;
+    calibration_run(&cal, &m, tokens, B, T);
+    assert_int_equal(cal.N, B * T);
+    float *x = mallocCheck((size_t)T * C * sizeof(float)), *logits = mallocCheck((size_t)T * V * sizeof(float));
+    const float *attn0 = calibration_input(&cal, &c, INPUT_ATTN_NORM, 0);
+    const float *head = calibration_input(&cal, &c, INPUT_TIED_HEAD, -1);
+    assert_ptr_equal(head, calibration_input(&cal, &c, INPUT_FINAL_NORM, -1));
+    for (int b = 0; b < B; b++) {
+        const int *seq = tokens + (size_t)b * T;
+        for (int p = 0; p < T; p++)
+            for (int j = 0; j < C; j++) x[(size_t)p * C + j] = m.weights.token_embedding[(size_t)seq[p] * C + j] * c.embed_scale;
+        ref_rmsnorm(x, x, m.weights.rms_att, T, C, c.norm_eps);
+        double e = max_rel_error(attn0 + (size_t)b * T * C, x, (size_t)T * C);
+        if (!(e <= 1e-5)) fail_msg("sequence %d: layer 0's attention input off by %g", b, e);
+        ref_forward(&m, seq, T, logits, NULL, DTYPE_F32);
+        for (int p = 0; p < T; p++) {
+            double worst = 0.0, scale = 0.0; // the largest error against the row's largest logit
+            for (int v = 0; v < V; v++) {
+                double dot = 0.0;
+                for (int j = 0; j < C; j++)
+                    dot += (double)head[((size_t)b * T + p) * C + j] * m.weights.token_embedding[(size_t)v * C + j];
+                worst = fmax(worst, fabs(dot - logits[(size_t)p * V + v]));
+                scale = fmax(scale, fabs(logits[(size_t)p * V + v]));
+            }
+            worst /= scale; // the engine and the reference part by fp32 rounding (~1e-4); a wrong row by O(1)
+            if (!(worst <= 1e-3)) fail_msg("sequence %d position %d: the head's input gives logits off by %g", b, p, worst);
         }
-    assert_true(moved > 0); // some group found a better alpha than 0
-    // the scaled fp32 weights (awq.params; awq.quant aside) compute the original function
-    int n = 12, *seq = tokens;
-    float *want = mallocCheck((size_t)n * c.vocab_size * sizeof(float)), *got = mallocCheck((size_t)n * c.vocab_size * sizeof(float));
-    ref_forward(&m, seq, n, want, NULL, DTYPE_F32);
-    ref_forward(&awq, seq, n, got, NULL, DTYPE_F32);
-    double e = max_rel_error(got, want, (size_t)n * c.vocab_size);
-    if (!(e <= 1e-4)) fail_msg("folded AWQ scales change the fp32 logits: relative error %g", e);
-    free(want), free(got), free(tokens);
+    }
+    free(x), free(logits), free(tokens);
+    calibration_free(&cal);
     model_free(&m);
-    model_free(&awq);
 }
 
 static int exit_status(const char *cmd) {
@@ -501,6 +559,7 @@ int main(void) {
         cmocka_unit_test(test_outlier_calibration),
         cmocka_unit_test(test_awq_alpha_zero_is_rtn),
         cmocka_unit_test(test_awq_folds_exactly_and_lowers_error),
+        cmocka_unit_test(test_calibration_records_matmul_inputs),
         cmocka_unit_test(test_quantize_tool),
     };
     return cmocka_run_group_tests_name("quantized", tests, NULL, NULL);

@@ -40,19 +40,6 @@ typedef enum {
     TENSOR_UNTIED_HEAD, // the output head: absent when tied (it is then the token embedding)
 } TensorScope;
 
-// The activation a matrix multiplies (its input columns), for calibration (AWQ, LLM.int8()).
-typedef enum {
-    INPUT_NONE = 0,
-    INPUT_ATTN_NORM,  // the attention's normed input
-    INPUT_ATTN_OUT,   // the attention's output (heads concatenated)
-    INPUT_FFN_NORM,   // the MLP's normed input
-    INPUT_FFN_ACT,    // the MLP's activation, gate(x) * up(x)
-    INPUT_FINAL_NORM, // the final normed residual: the head's input
-    INPUT_TIED_HEAD,  // the embedding: the final normed residual when the head is tied to it,
-                      // else none (a table only looked up)
-    INPUT_LATENT,     // MLA's latent c_kv
-} TensorInput;
-
 // One kind of tensor. A matrix (rows, cols) may be quantised; a vector (rows DIM_NONE) never is.
 typedef struct TensorSpec {
     const char *name;     // GGUF: "token_embd" is "token_embd.weight", "attn_q" "blk.<l>.attn_q.weight"

@@ -619,6 +619,11 @@ static void stage_rows(Engine *e, KVCache **caches, const int *tokens, const int
 // own_kv: this layer computes the keys and values it reads (CLA's later layers of a set
 // read those the set's first layer wrote into the cache in this same forward).
 
+// Hand the tap, if one is set, an activation about to be multiplied (rows (R, cols) at pos).
+static void tap(const Engine *e, TensorInput input, int layer, const float *x, const int *pos, int R, int cols) {
+    if (e->tap) e->tap(e->tap_ctx, input, layer, x, pos, R, cols);
+}
+
 // Layer l's attention (local or global) and the RoPE tables it rotates with.
 typedef struct {
     LayerAttention attn;
@@ -634,7 +639,8 @@ static LayerPlan layer_plan(const Engine *e, int l) {
 }
 
 // MHA / GQA / MQA.
-static void attention_heads(Engine *e, const LayerWeights *w, const LayerPlan *lp, const KVRows *kv, int R, int own_kv) {
+static void attention_heads(Engine *e, const LayerWeights *w, const LayerPlan *lp, const KVRows *kv, int l, int R,
+                            int own_kv) {
     const Ops *ops = e->ops;
     const Config *c = &e->config;
     RunState *s = &e->s;
@@ -651,6 +657,7 @@ static void attention_heads(Engine *e, const LayerWeights *w, const LayerPlan *l
         ops->kv_write(kv, s->k, s->v, kv_dim);
     }
     ops->attention(s->att, s->q, kv, &shape, s->attn_scratch, s->attn_scratch_bytes);
+    tap(e, INPUT_ATTN_OUT, l, s->att, s->pos_host, R, c->n_heads * hd);
     ops->matmul(s->proj, s->att, &w->wo, R, s->matmul_scratch); // (R, C)
 }
 
@@ -741,7 +748,8 @@ void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *p
         LayerPlan lp = layer_plan(e, l);
         // attention block
         ops->rmsnorm(s->xb, s->x, w->rms_att, R, C, c->norm_eps);
-        if (!c->kv_lora_rank) attention_heads(e, w, &lp, &kv, R, own_kv);
+        tap(e, INPUT_ATTN_NORM, l, s->xb, s->pos_host, R, C);
+        if (!c->kv_lora_rank) attention_heads(e, w, &lp, &kv, l, R, own_kv);
         else if (e->mla_naive) attention_mla_naive(e, w, &lp, &kv, kv_layer, caches, R, own_kv);
         else attention_mla_absorbed(e, w, &lp, &kv, R, own_kv);
         if (w->rms_post_att) ops->rmsnorm(s->proj, s->proj, w->rms_post_att, R, C, c->norm_eps);
@@ -749,9 +757,11 @@ void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *p
 
         // MLP block: w2(act(w1 x) * w3 x)
         ops->rmsnorm(s->xb, s->x, w->rms_ffn, R, C, c->norm_eps);
+        tap(e, INPUT_FFN_NORM, l, s->xb, s->pos_host, R, C);
         ops->matmul(s->hb, s->xb, &w->w1, R, s->matmul_scratch); // (R, H)
         ops->matmul(s->hb2, s->xb, &w->w3, R, s->matmul_scratch);
         ops->glu(s->hb, s->hb, s->hb2, R, H, c->ffn_act);
+        tap(e, INPUT_FFN_ACT, l, s->hb, s->pos_host, R, H);
         ops->matmul(s->proj, s->hb, &w->w2, R, s->matmul_scratch); // (R, C)
         if (w->rms_post_ffn) ops->rmsnorm(s->proj, s->proj, w->rms_post_ffn, R, C, c->norm_eps);
         ops->add(s->x, s->proj, (size_t)R * C);
@@ -767,6 +777,7 @@ void engine_forward(Engine *e, KVCache **caches, const int *tokens, const int *p
     for (int r0 = first; r0 < R; r0 += HEAD_ROWS) {
         int n = R - r0 < HEAD_ROWS ? R - r0 : HEAD_ROWS;
         ops->rmsnorm(s->xb, s->x + (size_t)r0 * C, e->rms_final, n, C, c->norm_eps);
+        tap(e, INPUT_FINAL_NORM, -1, s->xb, s->pos_host + r0, n, C);
         ops->matmul(s->logits, s->xb, &e->wcls, n, s->matmul_scratch); // (n, V)
         ops->download(logits + (size_t)(r0 - first) * V, s->logits, (size_t)n * V * sizeof(float));
     }

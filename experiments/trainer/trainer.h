@@ -156,11 +156,6 @@ typedef struct {
 // A trainer for config c with weights initialised from tc->seed.
 void trainer_init(Trainer *t, const Config *c, const TrainConfig *tc);
 void trainer_free(Trainer *t);
-// A trainer holding m's weights after one fp32 forward over tokens (B, T): its acts keep every
-// matmul's input, the calibration data of post-training quantisation (AWQ, LLM.int8()).
-// trainer_free it after.
-void trainer_calibrate(Trainer *t, const Model *m, const int *tokens, int B, int T);
-
 // Forward pass over inputs (B, T) (B * T <= tc.batch_size * tc.seq_len, T <= tc.seq_len): every position
 // p of a row sits at position p. With targets (B, T) (-1 = no target), returns the summed
 // cross-entropy in nats and the logits buffer holds probabilities; without, returns 0 and
