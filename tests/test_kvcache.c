@@ -136,6 +136,19 @@ static void test_hybrid_cache_equals_contiguous(void **state) {
     feed_stream(&flat, tokens, T, 13, want);
     feed_stream(&hybrid, tokens, T, 13, got);
     assert_memory_equal(got, want, (size_t)T * V * sizeof(float));
+    // a session no longer than a ring's rows keeps its local layers contiguous, at its own
+    // length, and the window still masks (position 9 sees sinks 0, 1 and 4 .. 9)
+    enum { SHORT = 10 };
+    Session brief;
+    session_open(&brief, &e, SHORT);
+    assert_int_equal(kv_cache_layer_layout(&brief.cache, 0).ring, 0);
+    assert_int_equal(kv_cache_bytes(&brief.cache), row * c.n_layers * SHORT);
+    assert_int_equal(model_kv_cache_rows(&c, 0, SHORT, MAX_ROWS), SHORT);
+    session_truncate(&flat, 0);
+    feed_stream(&flat, tokens, SHORT, MAX_ROWS, want);
+    feed_stream(&brief, tokens, SHORT, MAX_ROWS, got);
+    assert_memory_equal(got, want, (size_t)SHORT * V * sizeof(float));
+    session_close(&brief);
     // and with every layer at the window (no global layer), the logits differ: the global
     // layers did see past it
     Config local = c;

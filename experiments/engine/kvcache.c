@@ -79,8 +79,12 @@ void kv_cache_alloc_hybrid(KVCache *c, const Ops *ops, int n_layers, int n_kv_he
     int ring = window + chunk - 1;
     cache_init(c, ops, DTYPE_F32, n_layers, n_kv_heads, head_dim, capacity, (KVLayout){0}, window);
     c->global_every = global_every;
-    c->local_layout = (KVLayout){.sinks = n_sink, .ring = ring};
-    c->local_rows = n_sink + ring;
+    if (capacity > n_sink + ring) {
+        c->local_layout = (KVLayout){.sinks = n_sink, .ring = ring};
+        c->local_rows = n_sink + ring;
+    } else { // a context no longer than the ring: the local layers keep it as the global ones do
+        c->local_rows = capacity;
+    }
     cache_alloc_rows(c, 1);
 }
 

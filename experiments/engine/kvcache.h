@@ -54,7 +54,8 @@ void kv_cache_alloc_latent(KVCache *c, const Ops *ops, int n_layers, int row_dim
 void kv_cache_alloc_ring(KVCache *c, const Ops *ops, int n_layers, int n_kv_heads, int head_dim, int n_sink,
                          int window, int chunk);
 // A hybrid cache: every global_every-th layer contiguous (capacity positions), the others a ring
-// for window + n_sink fed at most chunk positions per forward.
+// for window + n_sink fed at most chunk positions per forward (n_sink + window + chunk - 1
+// rows), or contiguous too when capacity is no more than that.
 void kv_cache_alloc_hybrid(KVCache *c, const Ops *ops, int n_layers, int n_kv_heads, int head_dim, int capacity,
                            int global_every, int n_sink, int window, int chunk);
 void kv_cache_free(KVCache *c);

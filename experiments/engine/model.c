@@ -195,7 +195,8 @@ double model_forward_flops_expanded(const Config *c, int n_new, int n_past, int 
 static int hybrid_cache(const Config *c) { return config_has_local_layers(c) && c->kv_share == 1 && !c->kv_lora_rank; }
 
 size_t model_kv_cache_rows(const Config *c, int g, int capacity, int chunk) {
-    if (hybrid_cache(c) && !config_layer_attention(c, g).global) return (size_t)c->n_sink + c->window + chunk - 1;
+    size_t ring = (size_t)c->n_sink + c->window + chunk - 1;
+    if (hybrid_cache(c) && !config_layer_attention(c, g).global && ring < (size_t)capacity) return ring;
     return (size_t)capacity;
 }
 
