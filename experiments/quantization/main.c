@@ -114,7 +114,7 @@ static const Sizes FULL = {
     .calib_B = 8, .calib_T = 256,
     .long_ctx_factor = 8,
     .real_chunks = 4, .real_ctx = 512,
-    .real_calib_B = 2, .real_calib_T = 256,
+    .real_calib_B = 1, .real_calib_T = 256,
 };
 
 // ---- the machine's bandwidth ------------------------------------------------------------------

@@ -24,25 +24,30 @@ typedef struct {
 static double group_error(const Group *g, DType t, const float *s, float *const *y, int N, float *xs, float *wq,
                           float *out) {
     int n = g->n;
+#pragma omp parallel for
     for (int r = 0; r < N; r++)
         for (int j = 0; j < n; j++) xs[(size_t)r * n + j] = g->x[(size_t)r * n + j] / s[j];
     double err = 0.0;
     size_t rb = dtype_row_bytes(t, n);
-    uint8_t *q = mallocCheck(rb);
     for (int i = 0; i < g->n_w; i++) {
-        for (int o = 0; o < g->rows[i]; o++) {
-            float *row = wq + (size_t)o * n;
-            for (int j = 0; j < n; j++) row[j] = g->w[i][(size_t)o * n + j] * s[j];
-            quantize_row(t, q, row, n);
-            dequantize_row(t, row, q, n);
+#pragma omp parallel
+        {
+            uint8_t *q = mallocCheck(rb);
+#pragma omp for
+            for (int o = 0; o < g->rows[i]; o++) { // the int4 round trip, row by row (rows are independent)
+                float *row = wq + (size_t)o * n;
+                for (int j = 0; j < n; j++) row[j] = g->w[i][(size_t)o * n + j] * s[j];
+                quantize_row(t, q, row, n);
+                dequantize_row(t, row, q, n);
+            }
+            free(q);
         }
         matmul(out, xs, wq, N, n, g->rows[i]); // (N, rows)
-        for (size_t k = 0; k < (size_t)N * g->rows[i]; k++) {
+        for (size_t k = 0; k < (size_t)N * g->rows[i]; k++) { // in order: the sum does not depend on the threads
             double d = (double)out[k] - y[i][k];
             err += d * d;
         }
     }
-    free(q);
     return err;
 }
 
