@@ -242,9 +242,10 @@ static const struct {
                          "val_bits_per_byte_delta,passkey_accuracy,passkey_samples,decode_tok_s_median,decode_tok_s_p10,"
                          "decode_tok_s_p90,prefill_tok_s_median,prefill_tok_s_p10,prefill_tok_s_p90,decode_reps,"
                          "prefill_reps,decode_gb_s,stream_gb_s,bandwidth_fraction", 12},
-    // SmolLM2 and Gemma 3 (--real-model): the shipped file and the six round-to-nearest formats
+    // SmolLM2 and Gemma 3 (--real-model): the shipped file, the six round-to-nearest formats,
+    // AWQ at three group sizes and LLM.int8() at two thresholds
     {"quantization_real.csv", "model,format,method,bits_per_weight,weight_bytes,n_positions,ppl_base,ppl,ppl_ratio,"
-                              "kld_mean,kld_median,kld_p99,kld_max,delta_p_mean,delta_p_rms,same_top", 2 * 7},
+                              "kld_mean,kld_median,kld_p99,kld_max,delta_p_mean,delta_p_rms,same_top", 2 * 12},
     // serving: 3 batch sizes, 2 prefix lengths x prefix cache off / hash, 2 workloads x 3 prefix caches,
     // 2 burstiness values x 3 loads, 3 concurrency limits, SmolLM2's 3 batch sizes and 9
     // (policy, cache, prefix cache), the two calibration points,
