@@ -89,9 +89,9 @@ static void test_layer_kinds_by_hand(void **state) {
     assert_near(k.windowed_layer_bytes, 1 << 20, 0);
     assert_near(k.mha_bytes, 2.0 * 4 * 256 * 18 * 8192 * 4, 0);
     assert_int_equal(av_kv_formula_bytes(&g, 8192), (size_t)(3 * 16 + 15) << 20);
-    k = av_kv_layer_kinds(&g, 256); // below the window the ring is larger than the context
+    k = av_kv_layer_kinds(&g, 256); // below the window a local layer holds the context, not a ring
     assert_near(k.full_layer_bytes, 256 * 2 * 256 * 4, 0);
-    assert_near(k.windowed_layer_bytes, 1 << 20, 0);
+    assert_near(k.windowed_layer_bytes, 256 * 2 * 256 * 4, 0);
     g.global_windowed = 1; // the all-local ablation: no layer attends to the whole context
     assert_int_equal(av_kv_layer_kinds(&g, 8192).full_layers, 0);
     Config s = shape(30, 9, 3, 64);
